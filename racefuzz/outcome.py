@@ -1,0 +1,100 @@
+"""What one run of a schedule did: per-step outcomes, how the worker ended, and the findings.
+
+The worker streams `StepOutcome`s as steps finish; the executor adds how the process ended
+(clean, crash, hang) and what was in flight; the oracles turn all of it into `Finding`s. Every
+value here is frozen and JSON-friendly, because results cross process boundaries and land in
+reports.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from racefuzz.schedule import Schedule
+
+
+class Check(StrEnum):
+    """What the worker's own comparison said about a step's data."""
+
+    OK = "ok"
+    ZEROED = "zeroed"  # all zeros where the CPU reference is not
+    MISMATCH = "mismatch"  # differs from the CPU reference beyond tolerance
+    CORRUPT = "corrupt-copy"  # a copy round trip changed bytes
+
+
+class Exit(StrEnum):
+    CLEAN = "clean"  # every step ran (some may have raised: that is an outcome, not an exit)
+    CRASH = "crash"  # died by a signal or an abnormal exit code
+    HANG = "hang"  # no progress within the step timeout; killed
+    LEAK = "leak"  # the worker's memory passed the limit; killed
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    step: int
+    ok: bool
+    message: str = ""  # the exception text when not ok
+    check: Check | None = None  # None for steps that produce no data
+    detail: str = ""  # e.g. "max |diff| 3.2 at [0, 4]"
+    ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that went wrong, with the signature used to deduplicate it.
+
+    `message` is normalised (numbers and addresses stripped) so that two runs of one bug share a
+    signature; `raw` keeps the original text for the report.
+    """
+
+    kind: str  # error | crash | hang | zeroed | mismatch | corrupt-copy | misroute | leak
+    op: str
+    message: str
+    profiles: tuple[str, ...]
+    step: int | None = None
+    raw: str = ""
+    # "interleaving" (its session alone is fine), "alone" (fails alone too), or "" (unknown)
+    origin: str = ""
+
+    @property
+    def signature(self) -> str:
+        return f"{self.kind}|{self.op}|{','.join(self.profiles)}|{self.message}"
+
+    @property
+    def slug(self) -> str:
+        words = re.sub(r"[^a-z0-9]+", "-", f"{self.kind} {self.op} {self.message}".lower())
+        return words.strip("-")[:60].rstrip("-")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["signature"] = self.signature
+        return d
+
+
+@dataclass(frozen=True)
+class RunResult:
+    schedule: Schedule
+    outcomes: tuple[StepOutcome, ...]
+    exit: Exit
+    returncode: int | None = None
+    signal: str | None = None  # e.g. "SIGSEGV"
+    in_flight: tuple[int, ...] = ()  # steps started and not finished when the worker died
+    stacks: str = ""  # faulthandler's dump of every thread, when there was one
+    stderr_tail: str = ""
+    trace: tuple[dict[str, Any], ...] = ()  # testbed trace lines, when tracing was on
+    seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+    findings: tuple[Finding, ...] = field(default=())
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.findings)
+
+    def outcome(self, step: int) -> StepOutcome | None:
+        for o in self.outcomes:
+            if o.step == step:
+                return o
+        return None
