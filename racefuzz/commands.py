@@ -1,0 +1,164 @@
+"""The bodies of the subcommands: each takes parsed arguments and returns an exit code.
+
+Kept apart from `cli` so that argument parsing stays import-light and so that each command
+reads top to bottom: load the target, do the work, render, decide the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from racefuzz import console as render
+from racefuzz import executor
+from racefuzz.baseline import Baselines
+from racefuzz.errors import RacefuzzError
+from racefuzz.outcome import RunResult
+from racefuzz.replay import replay
+from racefuzz.schedule import Op, Schedule, Step, load_many
+from racefuzz.target import Target, describe, load_target
+
+MIN_ORT = (1, 31)
+
+
+def check_ort() -> str:
+    import onnxruntime as ort
+
+    version = ort.__version__
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts < MIN_ORT:
+        need = ".".join(map(str, MIN_ORT))
+        raise RacefuzzError(f"onnxruntime {version} is too old: racefuzz needs {need} or newer")
+    return version
+
+
+def cache_dir() -> Path:
+    import os
+
+    root = os.environ.get("RACEFUZZ_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "racefuzz"
+
+
+def _target(args: argparse.Namespace) -> Target:
+    check_ort()
+    return load_target(args.target, args.config)
+
+
+def _options(args: argparse.Namespace) -> executor.RunOptions:
+    if args.step_timeout <= 0:
+        raise RacefuzzError("--step-timeout must be positive")
+    return executor.RunOptions(step_timeout=args.step_timeout, seed=args.seed)
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    if args.times < 1:
+        raise RacefuzzError("--times must be at least 1")
+    target = _target(args)
+    schedules = load_many(args.path)
+    options = _options(args)
+    out = Console()
+    run: Callable[[Schedule], RunResult] = lambda s: executor.run(target, s, options)  # noqa: E731
+    baselines = None if args.no_baseline else Baselines(target, run)
+    failed = skipped = 0
+    for path, schedule in schedules:
+        label = schedule.name or path.stem
+        if not target.applies(schedule):
+            missing = ", ".join(sorted(schedule.profiles()))
+            out.print(
+                f"[yellow]skipped[/] {label}: target '{target.name}' lacks profile(s) {missing}"
+            )
+            skipped += 1
+            continue
+        summary = replay(target, schedule, args.times, options, baselines)
+        render.print_summary(out, label, summary)
+        failed += summary.failed
+    ran = len(schedules) - skipped
+    out.rule(f"{ran} schedule(s) replayed ×{args.times}, {failed} with findings, {skipped} skipped")
+    return 1 if failed else 0
+
+
+def _probe(target: Target) -> dict[str, object]:
+    job = json.dumps({"libraries": {lib.name: str(lib.path) for lib in target.libraries}})
+    proc = subprocess.run(
+        [sys.executable, "-m", "racefuzz.worker.probe"],
+        input=job,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"probe process failed (exit {proc.returncode}): {tail}"}
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
+def _cell(result: RunResult, step: int) -> str:
+    o = result.outcome(step)
+    if o is None:
+        return f"[red]{result.exit} ({result.signal or result.returncode})[/]"
+    if not o.ok:
+        return f"[red]error[/]: {o.message[-90:]}"
+    if o.check is not None and o.check != "ok":
+        return f"[red]{o.check}[/]"
+    return "[green]ok[/]"
+
+
+def doctor_command(args: argparse.Namespace) -> int:
+    version = check_ort()
+    target = load_target(args.target, args.config)
+    options = _options(args)
+    out = Console()
+    out.print(f"onnxruntime {version}, python {sys.version.split()[0]}, cache {cache_dir()}")
+    out.print(describe(target))
+    probe = _probe(target)
+    if "error" in probe:
+        out.print(f"[red]{probe['error']}[/]")
+        return 1
+    for name, state in dict(probe.get("libraries", {})).items():  # type: ignore[call-overload]
+        out.print(f"library {name}: {state}")
+    devices = Table(title="EP devices after registration")
+    for col in ("ep", "vendor", "device", "vendor id", "memory (default, host-accessible)"):
+        devices.add_column(col)
+    for d in probe.get("devices", []):  # type: ignore[attr-defined]
+        mem = ", ".join(str(m) for m in d["memory"])
+        devices.add_row(d["ep_name"], d["ep_vendor"], d["device_type"], hex(d["vendor_id"]), mem)
+    out.print(devices)
+    checks = Table(title="each profile and model alone, on the main thread")
+    for col in ("profile", "model", "create", "run", "run_bound", "copy"):
+        checks.add_column(col)
+    problems = 0
+    for profile in target.profiles:
+        for model in target.models:
+            steps = (
+                Step(0, Op.REGISTER),
+                Step(0, Op.CREATE, session="s1", profile=profile.name, model=model),
+                Step(0, Op.RUN, session="s1"),
+                Step(0, Op.RUN_BOUND, session="s1"),
+                Step(0, Op.COPY, profile=profile.name),
+            )
+            result = executor.run(target, Schedule(1, steps, "doctor"), options)
+            problems += bool(result.findings)
+            checks.add_row(profile.name, model, *(_cell(result, i) for i in range(1, 5)))
+    out.print(checks)
+    if problems:
+        out.print(
+            f"[yellow]{problems} profile/model pair(s) fail alone: campaigns skip what a target "
+            "cannot run at all; replay reports such failures as 'fails alone too'.[/]"
+        )
+    return 1 if problems else 0
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        "replay": replay_command,
+        "doctor": doctor_command,
+    }
+    return handlers[args.command](args)

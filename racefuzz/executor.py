@@ -1,0 +1,226 @@
+"""Runs one schedule in a fresh worker process and says what happened, whatever happens.
+
+Portable by construction: the worker is started with `sys.executable -m racefuzz.worker`
+(spawn semantics: no fork, so Windows stays possible), its events are read by a thread (pipes
+cannot be polled portably), and a runaway worker's whole process tree is killed with psutil.
+
+The parent enforces a per-step timeout (no event for that long while a step is in flight is a
+hang), a per-schedule timeout, and a memory ceiling. Crashes, hangs and the ceiling become
+`RunResult`s; nothing the worker does raises here. Findings are attached by `oracles.judge`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from racefuzz import models, oracles
+from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
+from racefuzz.schedule import Schedule, to_json_obj
+from racefuzz.target import Target
+
+GRACE_S = 1.5  # after a step timeout: time for faulthandler's dump to reach stderr
+STDERR_TAIL = 20_000
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    step_timeout: float = 20.0
+    schedule_timeout: float = 180.0
+    seed: int = 0
+    max_rss_mb: float = 4096.0
+
+
+def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str, Any]:
+    """The JSON job a worker runs: names resolved to paths, aliases to target profiles."""
+    # Keyed by the schedule's own names: an alias resolves to the target's profile here.
+    profiles = {name: target.profile(name).to_json() for name in sorted(schedule.profiles())}
+    return {
+        "schedule": to_json_obj(schedule),
+        "libraries": {lib.name: str(lib.path) for lib in target.libraries},
+        "profiles": profiles,
+        "models": {m: str(models.model_path(m)) for m in sorted(schedule.models())},
+        "seed": options.seed,
+        "step_timeout": options.step_timeout,
+    }
+
+
+def kill_tree(pid: int) -> None:
+    try:
+        root = psutil.Process(pid)
+        procs = [*root.children(recursive=True), root]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
+def _pump(stream: IO[bytes], q: queue.Queue[dict[str, Any] | None]) -> None:
+    for raw in stream:
+        try:
+            q.put(json.loads(raw))
+        except ValueError:
+            continue  # a torn last line from a dying worker carries nothing we can use
+    q.put(None)
+
+
+def _signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def extract_stacks(stderr: str) -> str:
+    """faulthandler's part of stderr (fatal signal or watchdog dump), or ''."""
+    starts = [stderr.find(m) for m in ("Fatal Python error", "Timeout (", "Thread 0x")]
+    found = [s for s in starts if s >= 0]
+    return stderr[min(found) :] if found else ""
+
+
+def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(target.env)
+    env["PYTHONFAULTHANDLER"] = "1"
+    if trace_path is not None:
+        env["RACEFUZZ_TESTBED_TRACE"] = str(trace_path)
+    return env
+
+
+def run(target: Target, schedule: Schedule, options: RunOptions | None = None) -> RunResult:
+    """Run `schedule` against `target` in a fresh worker; judged by the oracles."""
+    options = options or RunOptions()
+    job = json.dumps(job_for(target, schedule, options))
+    with tempfile.TemporaryDirectory(prefix="racefuzz-run-") as tmp:
+        trace_path = Path(tmp, "trace.jsonl") if target.trace else None
+        err_path = Path(tmp, "stderr.txt")
+        with err_path.open("wb") as err:
+            result = _supervise(
+                [sys.executable, "-m", "racefuzz.worker"],
+                job,
+                worker_env(target, trace_path),
+                err,
+                schedule,
+                options,
+            )
+        stderr = err_path.read_text(encoding="utf-8", errors="replace")
+        trace: tuple[dict[str, Any], ...] = ()
+        if trace_path is not None and trace_path.exists():
+            trace = tuple(_read_jsonl(trace_path))
+    result = replace(
+        result, stderr_tail=stderr[-STDERR_TAIL:], stacks=extract_stacks(stderr), trace=trace
+    )
+    return oracles.judge(result)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _supervise(
+    argv: list[str],
+    job: str,
+    env: dict[str, str],
+    err: IO[bytes],
+    schedule: Schedule,
+    options: RunOptions,
+) -> RunResult:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, events), daemon=True).start()
+    try:
+        proc.stdin.write(job.encode())
+        proc.stdin.close()
+    except OSError:
+        pass  # the worker died before reading: its exit status says why
+    outcomes: dict[int, StepOutcome] = {}
+    in_flight: set[int] = set()
+    ended = False
+    exit_kind: Exit | None = None
+    last_event = time.monotonic()
+    peak_rss = 0.0
+    ps = psutil.Process(proc.pid)
+    while True:
+        try:
+            ev = events.get(timeout=0.25)
+        except queue.Empty:
+            now = time.monotonic()
+            try:
+                peak_rss = max(peak_rss, ps.memory_info().rss / 2**20)
+            except psutil.Error:
+                pass
+            if peak_rss > options.max_rss_mb:
+                exit_kind = Exit.LEAK
+            elif now - last_event > options.step_timeout + GRACE_S:
+                exit_kind = Exit.HANG
+            elif now - t0 > options.schedule_timeout:
+                exit_kind = Exit.HANG
+            if exit_kind is not None:
+                kill_tree(proc.pid)
+                break
+            continue
+        if ev is None:
+            break
+        last_event = time.monotonic()
+        kind = ev.get("ev")
+        if kind == "start":
+            in_flight.add(int(ev["step"]))
+        elif kind == "done":
+            i = int(ev["step"])
+            in_flight.discard(i)
+            check = ev.get("check")
+            outcomes[i] = StepOutcome(
+                step=i,
+                ok=bool(ev.get("ok")),
+                message=str(ev.get("message", "")),
+                check=Check(check) if check else None,
+                detail=str(ev.get("detail", "")),
+                ms=float(ev.get("ms", 0.0)),
+            )
+        elif kind == "end":
+            ended = True
+    try:
+        returncode = proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        returncode = proc.wait()
+    if exit_kind is None:
+        exit_kind = Exit.CLEAN if ended and returncode == 0 else Exit.CRASH
+    return RunResult(
+        schedule=schedule,
+        outcomes=tuple(outcomes[i] for i in sorted(outcomes)),
+        exit=exit_kind,
+        returncode=returncode,
+        signal=_signal_name(returncode) if exit_kind is Exit.CRASH else None,
+        in_flight=tuple(sorted(in_flight)),
+        seconds=time.monotonic() - t0,
+        peak_rss_mb=round(peak_rss, 1),
+    )

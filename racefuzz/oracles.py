@@ -1,0 +1,134 @@
+"""Oracles: turn what a run did into findings with signatures.
+
+- `error`: a step raised (ORT or the EP returned an error status);
+- `zeroed` / `mismatch`: a run's outputs were all zeros / differed from the CPU reference;
+- `corrupt-copy`: a copy round trip changed bytes;
+- `crash`: the worker died by a signal or an abnormal exit; `hang`: no progress in time;
+  `leak`: the worker's memory passed its ceiling (both attributed to the steps in flight);
+- `misroute` (testbed only, white-box): the trace shows a copy or compute served by a backend
+  that does not own the memory it touched.
+
+A signature (kind, op, profiles, normalised message) identifies a bug across runs: numbers,
+addresses and quoted names are stripped so that two runs of one bug share it. Which findings
+count (interleaving-induced vs fails alone too) is decided by `baseline`, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from racefuzz.outcome import Check, Exit, Finding, RunResult
+from racefuzz.schedule import Schedule
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_NUM = re.compile(r"(?<![A-Za-z])\d+(\.\d+)?")
+_QUOTED = re.compile(r"'[^']*'")
+_PATH = re.compile(r"(/|[A-Za-z]:\\)[^\s:'\"]+")
+_SPACE = re.compile(r"\s+")
+# ORT wraps EP errors in boilerplate that names nodes and graphs; the EP's own words follow.
+_ORT_STATUS = re.compile(r"Status Message:\s*(.*)$", re.S)
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*[A-Z_]+\s*:\s*")
+
+
+def normalise(message: str) -> str:
+    """The part of an error message that stays the same across runs of one bug."""
+    text = message.strip()
+    m = _ORT_STATUS.search(text)
+    if m:
+        text = m.group(1)
+    text = re.sub(r"^[A-Za-z]+(Error|Exception|Fail):\s*", "", text)
+    text = _ORT_PREFIX.sub("", text)
+    text = _PATH.sub("<path>", text)
+    text = _QUOTED.sub("'…'", text)
+    text = _HEX.sub("<addr>", text)
+    text = _NUM.sub("N", text)
+    text = _SPACE.sub(" ", text).strip()
+    return text[:160]
+
+
+def _profiles(schedule: Schedule, steps: tuple[int, ...] | list[int]) -> tuple[str, ...]:
+    found = {p for i in steps if (p := schedule.step_profile(i)) is not None}
+    return tuple(sorted(found))
+
+
+def _ops(schedule: Schedule, steps: tuple[int, ...] | list[int]) -> str:
+    return "+".join(sorted({str(schedule.steps[i].op) for i in steps})) or "none"
+
+
+def step_findings(result: RunResult) -> list[Finding]:
+    out: list[Finding] = []
+    sched = result.schedule
+    for o in result.outcomes:
+        step = sched.steps[o.step]
+        profiles = _profiles(sched, [o.step])
+        if not o.ok:
+            out.append(
+                Finding("error", str(step.op), normalise(o.message), profiles, o.step, o.message)
+            )
+        elif o.check is not None and o.check is not Check.OK:
+            kind = str(o.check)
+            detail = re.sub(r"[\d.]+(e-?\d+)?", "N", o.detail.split(":")[0])
+            out.append(Finding(kind, str(step.op), detail, profiles, o.step, o.detail))
+    return out
+
+
+def exit_finding(result: RunResult) -> Finding | None:
+    if result.exit is Exit.CLEAN:
+        return None
+    steps = list(result.in_flight)
+    sched = result.schedule
+    first = steps[0] if steps else None
+    if result.exit is Exit.CRASH:
+        what = result.signal or f"exit code {result.returncode}"
+        raw = f"worker died ({what}) during {_describe(sched, steps)}"
+        return Finding("crash", _ops(sched, steps), what, _profiles(sched, steps), first, raw)
+    kind = "hang" if result.exit is Exit.HANG else "leak"
+    raw = f"{kind} during {_describe(sched, steps)}"
+    message = "no progress" if kind == "hang" else "memory ceiling"
+    return Finding(kind, _ops(sched, steps), message, _profiles(sched, steps), first, raw)
+
+
+def _describe(schedule: Schedule, steps: list[int]) -> str:
+    if not steps:
+        return "no step (between steps)"
+    return ", ".join(f"step {i} [{schedule.steps[i].describe()}]" for i in steps)
+
+
+def misroute_findings(result: RunResult) -> list[Finding]:
+    out: list[Finding] = []
+    for line in result.trace:
+        if not line.get("misroute"):
+            continue
+        served = str(line.get("backend", "?"))
+        owners = sorted(
+            {str(b.get("owner")) for b in _buffers(line) if b.get("owner") not in (None, "host")}
+        )
+        message = f"{line.get('ev', '?')} served by {served}, memory owned by {'/'.join(owners)}"
+        out.append(Finding("misroute", str(line.get("ev", "?")), message, (), None, str(line)))
+    return out
+
+
+def _buffers(line: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for key in ("src", "dst", "buffer"):
+        if isinstance(line.get(key), dict):
+            found.append(line[key])
+    for key in ("inputs", "outputs"):
+        if isinstance(line.get(key), list):
+            found.extend(b for b in line[key] if isinstance(b, dict))
+    return found
+
+
+def judge(result: RunResult) -> RunResult:
+    """The result with its findings, one per signature (the earliest step wins)."""
+    found = step_findings(result)
+    crash = exit_finding(result)
+    if crash is not None:
+        found.append(crash)
+    found.extend(misroute_findings(result))
+    unique: dict[str, Finding] = {}
+    for f in found:
+        unique.setdefault(f.signature, f)
+    return replace(result, findings=tuple(unique.values()))

@@ -1,0 +1,3 @@
+from racefuzz.worker.main import main
+
+main()

@@ -1,0 +1,91 @@
+"""The worker process: reads one job, runs its schedule, streams what each step did.
+
+Protocol (parent <- worker), one JSON object per line on a private copy of the original stdout
+(fd 1 itself is pointed at stderr, so a native library printing to stdout cannot corrupt it):
+`{"ev": "ready"}`, then per step `{"ev": "start", "step": i}` and
+`{"ev": "done", "step": i, "ok": ..., "message": ..., "check": ..., "detail": ..., "ms": ...}`,
+then `{"ev": "end"}`. Each line is flushed as it is written, so a crash loses nothing before it.
+
+Stacks: faulthandler dumps every thread's Python stack to stderr on a fatal signal, and a
+watchdog (rearmed at every step start) dumps them when a step overruns its timeout, just
+before the parent kills the process. The parent reads stderr afterwards.
+
+The job (parent -> worker, JSON on stdin): `{"schedule": <schedule JSON>, "libraries":
+{name: path}, "profiles": {name: {...}}, "models": {name: path}, "seed": int,
+"step_timeout": float}`.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import IO, Any
+
+from racefuzz.worker.ops import Profile, Runtime
+from racefuzz.worker.sequencer import Sequencer, Slot
+
+
+class Channel:
+    """Thread-safe, line-flushed event stream to the parent."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def send(self, event: Mapping[str, Any]) -> None:
+        line = json.dumps(event, default=str) + "\n"
+        with self._lock:
+            self._stream.write(line)
+            self._stream.flush()
+
+
+def run_job(job: Mapping[str, Any], channel: Channel) -> None:
+    schedule = job["schedule"]
+    steps: list[dict[str, Any]] = schedule["steps"]
+    step_timeout = float(job.get("step_timeout", 10.0))
+    profiles = {n: Profile.from_json(n, d) for n, d in job["profiles"].items()}
+    runtime = Runtime(job["libraries"], profiles, job["models"], int(job.get("seed", 0)))
+
+    def run_step(index: int) -> None:
+        # Rearmed per step: the dump fires only if this step (or its group) overruns.
+        faulthandler.dump_traceback_later(step_timeout, exit=False, file=sys.stderr)
+        channel.send({"ev": "start", "step": index})
+        t0 = time.perf_counter()
+        outcome = runtime.step(index, steps[index])
+        outcome["ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        channel.send({"ev": "done", "step": index, **outcome})
+
+    slots = [Slot(s["thread"], s.get("group"), int(s.get("jitter_us", 0))) for s in steps]
+    channel.send({"ev": "ready"})
+    Sequencer(slots, int(schedule["threads"]), run_step).run()
+    faulthandler.cancel_dump_traceback_later()
+    channel.send({"ev": "end"})
+
+
+def protocol_stream() -> IO[str]:
+    """Keep the real stdout for the protocol; send fd 1 (native prints) to stderr."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
+def main() -> None:
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    channel = Channel(protocol_stream())
+    job = json.loads(sys.stdin.read())
+    run_job(job, channel)
+    sys.stderr.flush()
+    # Skip interpreter teardown: native libraries tearing down after a schedule that left
+    # sessions alive are not what this run is about (a crash there would be misattributed).
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""The calls a schedule step makes, through the public onnxruntime Python API, and their checks.
+
+`Runtime` holds what a schedule builds up inside one worker process (registered libraries, live
+sessions, kept device values) and runs one step at a time, returning a plain-dict outcome:
+`{"ok": bool, "message": str, "check": None | "ok" | "zeroed" | "mismatch" | "corrupt-copy",
+"detail": str}`. It never raises for anything ORT or the EP does: errors are outcomes.
+
+Data checks: a run is compared with the CPU EP's output on the same inputs (a reference session
+per model, cached); a copy round trip must return the bytes it was given.
+
+Imports only the stdlib, numpy and onnxruntime: `repro.py` embeds this file's source so that a
+ticket replays on a machine without racefuzz.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+ATOL = 1e-4
+RTOL = 1e-4
+COPY_SHAPE = (4, 64)
+
+Outcome = dict[str, Any]
+
+
+@dataclass
+class Profile:
+    """A profile as the worker sees it (already resolved from the target's aliases)."""
+
+    name: str
+    library: str | None
+    ep_name: str
+    options: Mapping[str, str]
+    device_type: str | None = None
+    vendor_id: int | None = None
+    intra_op_threads: int | None = None
+    session_config: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def from_json(name: str, d: Mapping[str, Any]) -> Profile:
+        return Profile(
+            name=name,
+            library=d.get("library"),
+            ep_name=d["ep_name"],
+            options=dict(d.get("provider_options", {})),
+            device_type=d.get("device_type"),
+            vendor_id=d.get("vendor_id"),
+            intra_op_threads=d.get("intra_op_threads"),
+            session_config=dict(d.get("session_config", {})),
+        )
+
+
+@dataclass
+class _Session:
+    session: Any
+    profile: Profile
+    model: str
+
+
+@dataclass
+class _Value:
+    value: Any
+    data: np.ndarray[Any, Any]
+    profile: Profile
+    host_only: bool  # the profile's EP computes in host memory: no device copies
+
+
+def compare(actual: Sequence[Any], expected: Sequence[Any]) -> tuple[str, str]:
+    """("ok" | "zeroed" | "mismatch", detail) for outputs against the reference."""
+    for k, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        a, e = np.asarray(a), np.asarray(e)
+        if a.shape != e.shape:
+            return "mismatch", f"output {k}: shape {list(a.shape)}, expected {list(e.shape)}"
+        if not np.any(a) and np.any(e):
+            return "zeroed", f"output {k}: all zeros"
+        if not np.allclose(a, e, rtol=RTOL, atol=ATOL, equal_nan=True):
+            diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+            at = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
+            return "mismatch", f"output {k}: max |diff| {float(np.nanmax(diff)):.3g} at {list(at)}"
+    return "ok", ""
+
+
+def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray[Any, Any]]:
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray[Any, Any]] = {}
+    for inp in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        if "float" in inp.type:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+        else:
+            feeds[inp.name] = rng.integers(0, 4, size=shape).astype(np.int64)
+    return feeds
+
+
+class Runtime:
+    def __init__(
+        self,
+        libraries: Mapping[str, str],
+        profiles: Mapping[str, Profile],
+        models: Mapping[str, str],
+        seed: int = 0,
+    ) -> None:
+        self.libraries = dict(libraries)
+        self.profiles = dict(profiles)
+        self.models = dict(models)
+        self.seed = seed
+        self.sessions: dict[str, _Session] = {}
+        self.values: dict[str, _Value] = {}
+        self._lock = threading.Lock()  # guards the dicts; ORT calls run outside it
+        self._references: dict[str, Any] = {}
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _devices(self, profile: Profile) -> list[Any]:
+        found = []
+        for d in ort.get_ep_devices():
+            if d.ep_name != profile.ep_name:
+                continue
+            hw = d.device
+            if profile.device_type and hw.type.name.lower() != profile.device_type.lower():
+                continue
+            if profile.vendor_id is not None and hw.vendor_id != profile.vendor_id:
+                continue
+            found.append(d)
+        if not found:
+            raise RuntimeError(f"no EP device for profile '{profile.name}' ({profile.ep_name})")
+        return found
+
+    def _memory_info(self, profile: Profile) -> Any:
+        """The profile's device memory, or None when its EP computes in host memory."""
+        if profile.library is None:
+            return None  # ORT's own EPs here are CPU EPs
+        mem = self._devices(profile)[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+        return None if mem is None or mem.name == "Cpu" else mem
+
+    def _value(self, shape: Sequence[int], dtype: Any, mem: Any) -> Any:
+        if mem is None:
+            return ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=dtype))
+        return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, memory_info=mem)
+
+    @staticmethod
+    def _copy(src: Any, dst: Any, host_only: bool) -> None:
+        # copy_tensors has no host-to-host transfer; a host-memory EP has nothing to copy.
+        if host_only:
+            dst.update_inplace(src.numpy())
+        else:
+            ort.copy_tensors([src], [dst], None)
+
+    def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]:
+        with self._lock:
+            ref = self._references.get(model)
+            if ref is None:
+                so = ort.SessionOptions()
+                so.intra_op_num_threads = 1
+                ref = ort.InferenceSession(
+                    self.models[model], sess_options=so, providers=["CPUExecutionProvider"]
+                )
+                self._references[model] = ref
+        return list(ref.run(None, dict(feeds)))
+
+    def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]:
+        return random_feeds(session, self.seed * 1_000_003 + index)
+
+    # --- ops ----------------------------------------------------------------------------
+
+    def step(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        op = step["op"]
+        missing = self._missing_subject(step)
+        if missing:
+            return {"ok": True, "check": None, "detail": f"skipped: {missing}"}
+        try:
+            handler = getattr(self, "op_" + op)
+            result: Outcome = handler(index, step)
+            return result
+        except Exception as e:  # ORT and EP errors are outcomes, not worker failures
+            return {"ok": False, "message": f"{type(e).__name__}: {e}", "check": None}
+
+    def _missing_subject(self, step: Mapping[str, Any]) -> str:
+        """Why a step cannot run because an earlier step it depends on failed, or ''."""
+        with self._lock:
+            if step["op"] != "create" and step.get("session") not in (None, *self.sessions):
+                return f"session {step['session']} was not created"
+            if step["op"] != "alloc" and step.get("value") not in (None, *self.values):
+                return f"value {step['value']} was not allocated"
+        return ""
+
+    def op_register(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        for name in [step["library"]] if step.get("library") else list(self.libraries):
+            ort.register_execution_provider_library(name, self.libraries[name])
+        return {"ok": True}
+
+    def op_unregister(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        for name in [step["library"]] if step.get("library") else list(self.libraries):
+            ort.unregister_execution_provider_library(name)
+        return {"ok": True}
+
+    def op_create(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        profile = self.profiles[step["profile"]]
+        so = ort.SessionOptions()
+        if profile.intra_op_threads is not None:
+            so.intra_op_num_threads = profile.intra_op_threads
+        for k, v in profile.session_config.items():
+            so.add_session_config_entry(k, v)
+        path = self.models[step["model"]]
+        if profile.library is None and profile.ep_name.endswith("ExecutionProvider"):
+            providers = [(profile.ep_name, dict(profile.options))]
+            sess = ort.InferenceSession(path, sess_options=so, providers=providers)
+        else:
+            so.add_provider_for_devices(self._devices(profile), dict(profile.options))
+            sess = ort.InferenceSession(path, sess_options=so)
+        with self._lock:
+            self.sessions[step["session"]] = _Session(sess, profile, step["model"])
+        return {"ok": True}
+
+    def op_run(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        s = self.sessions[step["session"]]
+        feeds = self._feeds(index, s.session)
+        outputs = s.session.run(None, feeds)
+        check, detail = compare(outputs, self._reference(s.model, feeds))
+        return {"ok": True, "check": check, "detail": detail}
+
+    def op_run_bound(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        s = self.sessions[step["session"]]
+        feeds = self._feeds(index, s.session)
+        expected = self._reference(s.model, feeds)
+        mem = self._memory_info(s.profile)
+        binding = s.session.io_binding()
+        for name, array in feeds.items():
+            dev = self._value(array.shape, array.dtype, mem)
+            self._copy(ort.OrtValue.ortvalue_from_numpy(array), dev, mem is None)
+            binding.bind_ortvalue_input(name, dev)
+        for out, ref in zip(s.session.get_outputs(), expected, strict=True):
+            binding.bind_ortvalue_output(out.name, self._value(ref.shape, ref.dtype, mem))
+        s.session.run_with_iobinding(binding)
+        outputs = binding.copy_outputs_to_cpu()
+        check, detail = compare(outputs, expected)
+        return {"ok": True, "check": check, "detail": detail}
+
+    def _upload(self, profile: Profile, index: int) -> _Value:
+        data = np.random.default_rng(self.seed * 1_000_003 + index).standard_normal(COPY_SHAPE)
+        data = data.astype(np.float32)
+        mem = self._memory_info(profile)
+        dev = self._value(COPY_SHAPE, np.float32, mem)
+        self._copy(ort.OrtValue.ortvalue_from_numpy(data), dev, mem is None)
+        return _Value(dev, data, profile, mem is None)
+
+    def _download(self, v: _Value) -> Outcome:
+        back = ort.OrtValue.ortvalue_from_numpy(np.zeros_like(v.data))
+        self._copy(v.value, back, v.host_only)
+        data = v.data
+        got = back.numpy()
+        if got.tobytes() == data.tobytes():
+            return {"ok": True, "check": "ok"}
+        changed = int(np.count_nonzero(got != data))
+        kind = "zeros" if not np.any(got) else "other bytes"
+        detail = f"{changed} of {data.size} elements changed ({kind})"
+        return {"ok": True, "check": "corrupt-copy", "detail": detail}
+
+    def op_copy(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        return self._download(self._upload(self.profiles[step["profile"]], index))
+
+    def op_alloc(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        v = self._upload(self.profiles[step["profile"]], index)
+        with self._lock:
+            self.values[step["value"]] = v
+        return {"ok": True}
+
+    def op_read(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        return self._download(self.values[step["value"]])
+
+    def op_free(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        with self._lock:
+            v = self.values.pop(step["value"])
+        del v
+        gc.collect()
+        return {"ok": True}
+
+    def op_release(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        with self._lock:
+            s = self.sessions.pop(step["session"])
+        del s
+        gc.collect()
+        return {"ok": True}

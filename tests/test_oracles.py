@@ -1,0 +1,74 @@
+"""Oracles turn outcomes into findings whose signatures survive run-to-run noise."""
+
+from __future__ import annotations
+
+from racefuzz.oracles import judge, normalise
+from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
+from racefuzz.schedule import Op, Schedule, Step
+
+SCHED = Schedule(
+    2,
+    (
+        Step(0, Op.REGISTER),
+        Step(0, Op.CREATE, session="s1", profile="dml", model="mlp"),
+        Step(1, Op.RUN, session="s1"),
+        Step(0, Op.COPY, profile="mgx"),
+    ),
+)
+
+
+def test_normalise_keeps_the_eps_words_and_strips_numbers_addresses_and_node_names() -> None:
+    a = (
+        "Fail: [ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running "
+        "RacefuzzTestbed_123 node. Name:'RacefuzzTestbed_123_0' Status Message: HIP failure 1: "
+        "invalid argument (ptr 0x7f00dead)"
+    )
+    b = a.replace("123", "9").replace("0x7f00dead", "0x55aa")
+    assert normalise(a) == normalise(b) == "HIP failure N: invalid argument (ptr <addr>)"
+
+
+def test_an_error_outcome_is_an_error_finding_on_its_op_and_profile() -> None:
+    outcomes = (StepOutcome(0, True), StepOutcome(1, True), StepOutcome(2, False, "boom 42"))
+    r = judge(RunResult(SCHED, outcomes, Exit.CLEAN))
+    assert [(f.kind, f.op, f.profiles, f.message, f.step) for f in r.findings] == [
+        ("error", "run", ("dml",), "boom N", 2)
+    ]
+
+
+def test_zeroed_outputs_and_corrupt_copies_are_findings_with_stable_signatures() -> None:
+    outcomes = (
+        StepOutcome(2, True, check=Check.ZEROED, detail="output 0: all zeros"),
+        StepOutcome(3, True, check=Check.CORRUPT, detail="3 of 256 elements changed (zeros)"),
+    )
+    kinds = [
+        (f.kind, f.op, f.message) for f in judge(RunResult(SCHED, outcomes, Exit.CLEAN)).findings
+    ]
+    assert kinds == [
+        ("zeroed", "run", "output N"),
+        ("corrupt-copy", "copy", "N of N elements changed (zeros)"),
+    ]
+
+
+def test_a_crash_names_the_signal_and_the_steps_in_flight() -> None:
+    r = judge(RunResult(SCHED, (), Exit.CRASH, returncode=-11, signal="SIGSEGV", in_flight=(2,)))
+    (f,) = r.findings
+    assert (f.kind, f.op, f.message, f.profiles) == ("crash", "run", "SIGSEGV", ("dml",))
+    assert "step 2 [run s1]" in f.raw
+
+
+def test_one_finding_per_signature_the_earliest_step_wins() -> None:
+    outcomes = (StepOutcome(2, False, "x 1"), StepOutcome(2, False, "x 2"))
+    r = judge(RunResult(SCHED, outcomes, Exit.CLEAN))
+    assert len(r.findings) == 1
+
+
+def test_a_misrouted_trace_line_names_the_serving_and_the_owning_backend() -> None:
+    line = {
+        "ev": "copy",
+        "backend": "mgx",
+        "src": {"owner": "dml"},
+        "dst": {"owner": "host"},
+        "misroute": True,
+    }
+    (f,) = judge(RunResult(SCHED, (), Exit.CLEAN, trace=(line,))).findings
+    assert (f.kind, f.message) == ("misroute", "copy served by mgx, memory owned by dml")
