@@ -1,0 +1,337 @@
+"""Models to run: the small built-in ONNX models, the model cache, input specs and inputs.
+
+The built-ins are generated with the `onnx` helper API (opset 17, float32, weights from fixed
+seeds as initializers), so every process builds byte-identical models:
+- `tiny`: Relu(X·W + B), X [2,8]; the smallest thing that exercises an EP;
+- `mlp`: (Relu(X·W1 + B1)·W2 + B2) * C, X [4,32], hidden 64, output 16;
+- `wide`: the same graph with X [64,256], hidden 512, so compute takes measurable time;
+- `conv`: Conv, Relu, MaxPool, Conv, Relu, GlobalAveragePool, Flatten, Gemm on [1,3,16,16].
+The MLPs use MatMul, Add, Relu and Mul only, the ops the testbed EP computes; the bias and the
+constant C are both row vectors, so one broadcast pattern covers them. Only `tiny` ends in a
+Relu; the others' outputs are never legitimately all zeros, which keeps the `zeroed` oracle sharp.
+
+A built-in is written once into `$RACEFUZZ_CACHE/models/` (default `~/.cache/racefuzz/models/`)
+as `<name>-v<MODEL_VERSION>-<sha256 prefix>.onnx`, atomically (temp file, then `os.replace`), so
+processes may race to write it. A cached file is found and checked by its hash without importing
+`onnx`: worker processes start often, and `import onnx` costs more than half a second.
+
+This module runs inside worker processes: it imports only the standard library, numpy and
+(lazily) onnx. It knows nothing of ORT, EPs or targets.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from racefuzz.errors import RacefuzzError
+
+if TYPE_CHECKING:
+    import onnx
+
+# Smallest (simplest to read in a report) first; the shrinker prefers earlier names. `conv`
+# comes last although `wide` computes more: it brings ops a reader of an MLP report needn't know.
+BUILTIN: tuple[str, ...] = ("tiny", "mlp", "wide", "conv")
+# Bump when a builder changes, so caches never serve an old definition under a current name.
+MODEL_VERSION = 1
+OPSET = 17
+IR_VERSION = 8  # what opset 17 needs; onnxruntime 1.31 reads up to IR 11
+_HASH_CHARS = 16
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One graph input: symbolic or unknown dims are fixed to 1, so it can be fed directly."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+
+# --- building ---------------------------------------------------------------------------------
+
+
+def _dense(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    # Scaled by fan-in so activations stay near unit size through the layers.
+    w: np.ndarray = rng.standard_normal((rows, cols)) / np.sqrt(rows)
+    return w.astype(np.float32)
+
+
+def _mlp_graph(name: str, batch: int, width: int, hidden: int, out: int, seed: int) -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits = {
+        "W1": _dense(rng, width, hidden),
+        "B1": (0.1 * rng.standard_normal(hidden)).astype(np.float32),
+        "W2": _dense(rng, hidden, out),
+        "B2": (0.1 * rng.standard_normal(out)).astype(np.float32),
+        "C": rng.uniform(0.5, 2.0, out).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["X", "W1"], ["h1"]),
+        helper.make_node("Add", ["h1", "B1"], ["h2"]),
+        helper.make_node("Relu", ["h2"], ["h3"]),
+        helper.make_node("MatMul", ["h3", "W2"], ["h4"]),
+        helper.make_node("Add", ["h4", "B2"], ["h5"]),
+        helper.make_node("Mul", ["h5", "C"], ["Y"]),
+    ]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [batch, width])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [batch, out])
+    tensors = [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    return _finish(helper.make_graph(nodes, name, [x], [y], tensors))
+
+
+def _tiny() -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    w, b = _dense(rng, 8, 4), (0.1 * rng.standard_normal(4)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["X", "W"], ["h"]),
+        helper.make_node("Add", ["h", "B"], ["a"]),
+        helper.make_node("Relu", ["a"], ["Y"]),
+    ]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])
+    tensors = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")]
+    return _finish(helper.make_graph(nodes, "tiny", [x], [y], tensors))
+
+
+def _conv() -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+
+    def kernel(out_c: int, in_c: int) -> np.ndarray:
+        w: np.ndarray = rng.standard_normal((out_c, in_c, 3, 3)) / np.sqrt(in_c * 9)
+        return w.astype(np.float32)
+
+    inits = {
+        "K1": kernel(8, 3),
+        "KB1": (0.1 * rng.standard_normal(8)).astype(np.float32),
+        "K2": kernel(16, 8),
+        "KB2": (0.1 * rng.standard_normal(16)).astype(np.float32),
+        "G": _dense(rng, 16, 10),
+        "GB": (0.1 * rng.standard_normal(10)).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["X", "K1", "KB1"], ["c1"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "K2", "KB2"], ["c2"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "G", "GB"], ["Y"]),
+    ]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 16, 16])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 10])
+    tensors = [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    return _finish(helper.make_graph(nodes, "conv", [x], [y], tensors))
+
+
+def _finish(graph: onnx.GraphProto) -> bytes:
+    import onnx
+    from onnx import helper
+
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        ir_version=IR_VERSION,
+        producer_name="racefuzz",
+    )
+    onnx.checker.check_model(model)
+    return bytes(model.SerializeToString(deterministic=True))
+
+
+_BUILDERS: Mapping[str, Callable[[], bytes]] = {
+    "tiny": _tiny,
+    "mlp": functools.partial(_mlp_graph, "mlp", 4, 32, 64, 16, 2),
+    "wide": functools.partial(_mlp_graph, "wide", 64, 256, 512, 16, 3),
+    "conv": _conv,
+}
+# Known without onnx (worker processes); a test checks it against the built models.
+_BUILTIN_SPECS: Mapping[str, tuple[int, ...]] = {
+    "tiny": (2, 8),
+    "mlp": (4, 32),
+    "wide": (64, 256),
+    "conv": (1, 3, 16, 16),
+}
+
+
+# --- finding models ---------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("RACEFUZZ_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "racefuzz"
+    return base / "models"
+
+
+def _unknown(name: str) -> RacefuzzError:
+    known = ", ".join(BUILTIN)
+    return RacefuzzError(
+        f"unknown model '{name}' (built-in models: {known}; or give a path to an .onnx file)"
+    )
+
+
+def model_bytes(name_or_path: str | Path) -> bytes:
+    """The serialised model: built fresh for a built-in name, read from disk for a path."""
+    if isinstance(name_or_path, str) and name_or_path in _BUILDERS:
+        return _BUILDERS[name_or_path]()
+    return model_path(name_or_path).read_bytes()
+
+
+def model_path(name_or_path: str | Path) -> Path:
+    """A file to load: a built-in is cached (written once); a user path is checked and returned.
+
+    A built-in name wins over a file of the same name in the current folder.
+    """
+    if isinstance(name_or_path, str) and name_or_path in _BUILDERS:
+        key = (name_or_path, cache_dir())
+        hit = _memo.get(key)
+        if hit is None or not hit.is_file():
+            hit = _memo[key] = _cached(*key)
+        return hit
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    text = str(name_or_path)
+    if path.exists():
+        raise RacefuzzError(f"model '{text}' is not a file")
+    if path.suffix.lower() == ".onnx" or "/" in text or "\\" in text:
+        raise RacefuzzError(f"model '{text}' not found")
+    raise _unknown(text)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:_HASH_CHARS]
+
+
+_memo: dict[tuple[str, Path], Path] = {}  # saves hashing the file on every call
+
+
+def _cached(name: str, folder: Path) -> Path:
+    # Look first: a file whose bytes hash to its own name is the model, and no onnx is needed.
+    prefix = f"{name}-v{MODEL_VERSION}-"
+    for found in sorted(folder.glob(f"{prefix}*.onnx")):
+        try:
+            if found.name == f"{prefix}{_digest(found.read_bytes())}.onnx":
+                return found
+        except OSError:
+            continue  # removed or replaced under us; fall through and write our own
+    data = _BUILDERS[name]()
+    dest = folder / f"{prefix}{_digest(data)}.onnx"
+    _write_atomically(dest, data)
+    return dest
+
+
+def _write_atomically(dest: Path, data: bytes) -> None:
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.stem}-", suffix=".tmp")
+    except OSError as e:
+        raise RacefuzzError(f"cannot write model cache '{dest.parent}': {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dest)
+    except OSError:
+        # On Windows a replace onto a file another process holds open fails; that process
+        # wrote the same bytes, so its file serves us too.
+        if not dest.is_file():
+            raise
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def size_rank(name_or_path: str) -> int:
+    """Order for shrinking: built-ins by `BUILTIN` order, then user models by file size."""
+    if name_or_path in BUILTIN:
+        return BUILTIN.index(name_or_path)
+    try:
+        return len(BUILTIN) + os.path.getsize(name_or_path)
+    except OSError:
+        return len(BUILTIN)
+
+
+# --- inputs -----------------------------------------------------------------------------------
+
+
+def input_specs(name_or_path: str | Path) -> list[InputSpec]:
+    """The graph inputs that are not initializers, read with onnx (a built-in needs no onnx)."""
+    if isinstance(name_or_path, str) and name_or_path in _BUILTIN_SPECS:
+        return [InputSpec("X", _BUILTIN_SPECS[name_or_path], np.dtype(np.float32))]
+    path = model_path(name_or_path)
+    import onnx
+    from onnx import helper
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # onnx raises DecodeError and friends; any of them means "unreadable"
+        raise RacefuzzError(f"model '{path}' is not a readable ONNX file ({e})") from None
+    initializers = {t.name for t in model.graph.initializer}
+    out: list[InputSpec] = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        if not value.type.HasField("tensor_type"):
+            raise RacefuzzError(f"model '{path}': input '{value.name}' is not a tensor")
+        tensor = value.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim)
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        out.append(InputSpec(value.name, dims, dtype))
+    return out
+
+
+_ORT_TYPES: Mapping[str, str] = {
+    "float": "float32",
+    "float16": "float16",
+    "double": "float64",
+    "bool": "bool",
+    **{f"{s}int{n}": f"{s}int{n}" for s in ("", "u") for n in (8, 16, 32, 64)},
+}
+
+
+def input_spec_from_ort(name: str, shape: Sequence[int | str | None], type_name: str) -> InputSpec:
+    """An `InputSpec` from what an ORT session reports (`NodeArg.name/.shape/.type`).
+
+    For workers that already hold a session and want to skip importing onnx.
+    """
+    inner = type_name.removeprefix("tensor(").removesuffix(")")
+    if inner not in _ORT_TYPES:
+        raise RacefuzzError(f"input '{name}' has type {type_name}, which racefuzz cannot feed")
+    dims = tuple(d if isinstance(d, int) and d > 0 else 1 for d in shape)
+    return InputSpec(name, dims, np.dtype(_ORT_TYPES[inner]))
+
+
+def random_inputs(specs: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
+    """Inputs for one run, the same for the same seed: floats standard normal, ints in 0..3.
+
+    Small non-negative ints keep index-like inputs (Gather, embeddings) in range.
+    """
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for spec in specs:
+        kind = spec.dtype.kind
+        if kind == "f":
+            out[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
+        elif kind in "iu":
+            out[spec.name] = rng.integers(0, 4, spec.shape).astype(spec.dtype)
+        elif kind == "b":
+            out[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
+        else:
+            raise RacefuzzError(
+                f"input '{spec.name}' has dtype {spec.dtype}, which racefuzz cannot feed"
+            )
+    return out

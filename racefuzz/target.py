@@ -1,0 +1,416 @@
+"""What racefuzz fuzzes: EP libraries, the profiles that pick an EP device, and models.
+
+A `Target` names the EP libraries to register, the profiles a schedule's `create` and `copy`
+steps may use (profile = EP name + device filter + provider options + session settings), the
+models to run, environment variables the worker sets before loading anything, and aliases.
+Aliases let the named scenario schedules, written with the seed's profile names `dml` and
+`mgx`, apply to any target: a target maps those names onto two of its own profiles.
+
+Targets come from a built-in name (`testbed`, `testbed:B3,B4`, `nxrt-cpu`, `cpu`; see
+`builtin_targets`) or from a `[targets.NAME]` table of a TOML config (`racefuzz.toml` in the
+current folder unless one is given; `examples/racefuzz.toml` shows every key). Every config
+error is one `RacefuzzError` line naming the file and the key. Paths in a config are relative to
+its folder and stored absolute, because workers may run elsewhere.
+
+A target crosses into worker processes as JSON (`to_json`/`from_json`). This module does not
+import onnxruntime: registering libraries and creating sessions is the worker's job.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NoReturn
+
+from racefuzz.errors import RacefuzzError
+from racefuzz.models import BUILTIN as BUILTIN_MODELS
+from racefuzz.schedule import Schedule
+
+BUILTIN_TARGETS: tuple[str, ...] = ("testbed", "nxrt-cpu", "cpu")
+DEVICE_TYPES: tuple[str, ...] = ("cpu", "gpu", "npu")
+DEFAULT_CONFIG = "racefuzz.toml"
+
+
+class FrozenMap(Mapping[str, str]):
+    """An immutable, hashable str -> str mapping, so targets and profiles can be dict keys."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._items!r})"
+
+
+def _freeze(obj: object, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, FrozenMap):
+            object.__setattr__(obj, name, FrozenMap(value))
+
+
+@dataclass(frozen=True)
+class Library:
+    """An EP library: `name` is what schedules' `register`/`unregister` steps say."""
+
+    name: str
+    path: Path  # absolute
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a session (or an env-level copy) picks its EP device and configures it."""
+
+    name: str
+    library: str | None  # None: an EP built into onnxruntime, e.g. CPUExecutionProvider
+    ep_name: str  # `OrtEpDevice.ep_name` to select in `onnxruntime.get_ep_devices()`
+    provider_options: Mapping[str, str]
+    device_type: str | None = None  # one of DEVICE_TYPES; None: any device of the EP
+    vendor_id: int | None = None  # hardware vendor of the device; None: any
+    intra_op_threads: int | None = None  # SessionOptions.intra_op_num_threads; None: ORT's
+    session_config: Mapping[str, str] = FrozenMap()  # SessionOptions.add_session_config_entry
+
+    def __post_init__(self) -> None:
+        _freeze(self, "provider_options", "session_config")
+
+    def matches(self, ep_device: Any) -> bool:
+        """Whether an `onnxruntime.OrtEpDevice` is one this profile's sessions should use."""
+        device = ep_device.device
+        return (
+            ep_device.ep_name == self.ep_name
+            and (self.device_type is None or device.type.name.lower() == self.device_type)
+            and (self.vendor_id is None or device.vendor_id == self.vendor_id)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "library": self.library,
+            "ep_name": self.ep_name,
+            "provider_options": dict(self.provider_options),
+            "device_type": self.device_type,
+            "vendor_id": self.vendor_id,
+            "intra_op_threads": self.intra_op_threads,
+            "session_config": dict(self.session_config),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Profile:
+        return cls(**obj)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    libraries: tuple[Library, ...]
+    profiles: tuple[Profile, ...]
+    models: tuple[str, ...]  # built-in model names or absolute paths to .onnx files
+    env: Mapping[str, str] = FrozenMap()  # set in the worker before ORT loads anything
+    aliases: Mapping[str, str] = FrozenMap()  # schedule profile name -> one of `profiles`
+    trace: bool = False  # the worker sets a per-run RACEFUZZ_TESTBED_TRACE file
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        _freeze(self, "env", "aliases")
+        problems = self._problems()
+        if problems:
+            raise RacefuzzError(f"target '{self.name}': {problems[0]}")
+
+    def _problems(self) -> list[str]:
+        out: list[str] = []
+        libraries = {lib.name for lib in self.libraries}
+        names = [p.name for p in self.profiles]
+        if len(set(names)) != len(names):
+            out.append("two profiles share a name")
+        for p in self.profiles:
+            if p.library is not None and p.library not in libraries:
+                out.append(f"profile '{p.name}' names unknown library '{p.library}'")
+        for alias, to in self.aliases.items():
+            if alias in names or to not in names:
+                out.append(f"alias '{alias}' must map a new name onto a profile, not '{to}'")
+        return out
+
+    def profile_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.profiles)
+
+    def profile(self, name: str) -> Profile:
+        """The profile a schedule's name means here, through an alias if need be."""
+        real = self.aliases.get(name, name)
+        for p in self.profiles:
+            if p.name == real:
+                return p
+        known = ", ".join([*self.profile_names(), *self.aliases])
+        raise RacefuzzError(f"unknown profile '{name}' for target '{self.name}' (known: {known})")
+
+    def library_of(self, profile_name: str) -> str | None:
+        """The library a profile needs registered; shaped for `schedule.problems`."""
+        return self.profile(profile_name).library
+
+    def library(self, name: str) -> Library:
+        for lib in self.libraries:
+            if lib.name == name:
+                return lib
+        known = ", ".join(lib.name for lib in self.libraries) or "none"
+        raise RacefuzzError(f"unknown library '{name}' for target '{self.name}' (known: {known})")
+
+    def missing(self, schedule: Schedule) -> list[str]:
+        """Why the schedule cannot run on this target (unknown profiles or libraries)."""
+        known = set(self.profile_names()) | set(self.aliases)
+        out = [f"profile '{p}'" for p in sorted(schedule.profiles() - known)]
+        libraries = {lib.name for lib in self.libraries}
+        named = {s.library for s in schedule.steps if s.library is not None}
+        out += [f"library '{name}'" for name in sorted(named - libraries)]
+        return out
+
+    def applies(self, schedule: Schedule) -> bool:
+        return not self.missing(schedule)
+
+    def with_env(self, env: Mapping[str, str] | None = None, **more: str) -> Target:
+        """A copy with environment variables added (later ones win)."""
+        return replace(self, env=FrozenMap({**self.env, **(env or {}), **more}))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "libraries": [{"name": lib.name, "path": str(lib.path)} for lib in self.libraries],
+            "profiles": [p.to_json() for p in self.profiles],
+            "models": list(self.models),
+            "env": dict(self.env),
+            "aliases": dict(self.aliases),
+            "trace": self.trace,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Target:
+        return cls(
+            name=obj["name"],
+            description=obj.get("description", ""),
+            libraries=tuple(Library(d["name"], Path(d["path"])) for d in obj["libraries"]),
+            profiles=tuple(Profile.from_json(d) for d in obj["profiles"]),
+            models=tuple(obj["models"]),
+            env=obj.get("env", {}),
+            aliases=obj.get("aliases", {}),
+            trace=bool(obj.get("trace", False)),
+        )
+
+
+def describe(target: Target) -> str:
+    """A few lines for `racefuzz doctor`: what the target registers, selects and runs."""
+    lines = [f"target {target.name}" + (f": {target.description}" if target.description else "")]
+    lines += [f"  library {lib.name}: {lib.path}" for lib in target.libraries]
+    for p in target.profiles:
+        where = p.device_type or "any device"
+        if p.vendor_id is not None:
+            where += f" of vendor {p.vendor_id:#06x}"
+        extra = [f"{k}={v}" for k, v in p.provider_options.items()]
+        if p.intra_op_threads is not None:
+            extra.append(f"intra-op threads {p.intra_op_threads}")
+        extra += [f"{k}={v}" for k, v in p.session_config.items()]
+        lib = f" from {p.library}" if p.library else " (built into onnxruntime)"
+        tail = f" [{', '.join(extra)}]" if extra else ""
+        lines.append(f"  profile {p.name}: {p.ep_name}{lib} on {where}{tail}")
+    if target.aliases:
+        pairs = ", ".join(f"{a} -> {p}" for a, p in target.aliases.items())
+        lines.append(f"  aliases: {pairs}")
+    lines.append(f"  models: {', '.join(target.models)}")
+    if target.env:
+        lines.append(f"  env: {' '.join(f'{k}={v}' for k, v in target.env.items())}")
+    return "\n".join(lines)
+
+
+def load_target(spec: str, config: Path | None = None) -> Target:
+    """A built-in target by name, else the `[targets.<spec>]` table of the config."""
+    from racefuzz import builtin_targets  # it imports this module
+
+    if spec.partition(":")[0] in BUILTIN_TARGETS:
+        return builtin_targets.load(spec)
+    path = config if config is not None else Path(DEFAULT_CONFIG)
+    if config is None and not path.is_file():
+        raise _unknown_target(spec, f"no {DEFAULT_CONFIG} in the current folder")
+    reader = _Reader(path)
+    targets = reader.targets()
+    for name in targets:
+        if name.partition(":")[0] in BUILTIN_TARGETS:
+            reader.fail(f"targets.{name}", f"'{name}' is a built-in target; pick another name")
+    if spec not in targets:
+        defined = ", ".join(targets) or "none"
+        raise _unknown_target(spec, f"{reader.label} defines: {defined}")
+    return reader.target(spec, targets[spec])
+
+
+def _unknown_target(spec: str, config_part: str) -> RacefuzzError:
+    builtins = "testbed[:B1,..,B8], " + ", ".join(BUILTIN_TARGETS[1:])
+    return RacefuzzError(f"unknown target '{spec}' (built-in: {builtins}; {config_part})")
+
+
+# --- config files -----------------------------------------------------------------------------
+
+_TARGET_KEYS = ("description", "models", "env", "trace", "libraries", "profiles", "aliases")
+_PROFILE_KEYS = (
+    "library",
+    "ep",
+    "device",
+    "vendor_id",
+    "options",
+    "intra_op_threads",
+    "session_config",
+)
+
+
+class _Reader:
+    """Reads one config file; every error names the file and the dotted key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.label = str(path)
+        self.folder = path.parent.resolve()
+
+    def fail(self, key: str, message: str) -> NoReturn:
+        raise RacefuzzError(f"{self.label}: {key}: {message}")
+
+    def targets(self) -> dict[str, Any]:
+        try:
+            with self.path.open("rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise RacefuzzError(f"cannot read config '{self.label}': no such file") from None
+        except OSError as e:
+            raise RacefuzzError(f"cannot read config '{self.label}': {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            reason = " ".join(str(e).split())
+            raise RacefuzzError(f"{self.label}: not valid TOML: {reason}") from None
+        return self.table(data, "targets", "targets") if "targets" in data else {}
+
+    def table(self, parent: Mapping[str, Any], name: str, key: str) -> dict[str, Any]:
+        value = parent.get(name, {})
+        if not isinstance(value, dict):
+            self.fail(key, "must be a table")
+        return value
+
+    def only(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str) -> None:
+        for name in table:
+            if name not in allowed:
+                self.fail(key, f"unknown key '{name}' (known: {', '.join(allowed)})")
+
+    def strings(self, parent: Mapping[str, Any], name: str, key: str) -> dict[str, str]:
+        """A table of strings; numbers are accepted and written as text (ORT wants strings)."""
+        out: dict[str, str] = {}
+        for k, v in self.table(parent, name, f"{key}.{name}").items():
+            if isinstance(v, bool) or not isinstance(v, str | int | float):
+                self.fail(f"{key}.{name}", f"'{k}' must be a string or a number")
+            out[k] = str(v)
+        return out
+
+    def target(self, name: str, raw: object) -> Target:
+        key = f"targets.{name}"
+        if not isinstance(raw, dict):
+            self.fail(key, "must be a table")
+        self.only(raw, _TARGET_KEYS, key)
+        description, trace = raw.get("description", ""), raw.get("trace", False)
+        if not isinstance(description, str):
+            self.fail(key, "'description' must be a string")
+        if not isinstance(trace, bool):
+            self.fail(key, "'trace' must be true or false")
+        libraries = tuple(
+            self.library(f"{key}.libraries.{k}", k, v)
+            for k, v in self.table(raw, "libraries", f"{key}.libraries").items()
+        )
+        known_libraries = {lib.name for lib in libraries}
+        profiles = tuple(
+            self.profile(f"{key}.profiles.{k}", k, v, known_libraries)
+            for k, v in self.table(raw, "profiles", f"{key}.profiles").items()
+        )
+        if not profiles:
+            self.fail(key, f"needs at least one profile ([{key}.profiles.NAME])")
+        aliases = self.strings(raw, "aliases", key)
+        profile_names = {p.name for p in profiles}
+        for alias, to in aliases.items():
+            if alias in profile_names:
+                self.fail(f"{key}.aliases", f"'{alias}' is already a profile")
+            if to not in profile_names:
+                self.fail(f"{key}.aliases", f"'{alias}' names unknown profile '{to}'")
+        return Target(
+            name=name,
+            description=description,
+            libraries=libraries,
+            profiles=profiles,
+            models=self.models(raw, key),
+            env=self.strings(raw, "env", key),
+            aliases=aliases,
+            trace=trace,
+        )
+
+    def library(self, key: str, name: str, raw: object) -> Library:
+        if not isinstance(raw, str) or not raw:
+            self.fail(key, "must be the path of the EP library file")
+        path = self.folder / Path(raw).expanduser()
+        if not path.is_file():
+            why = "not a file" if path.exists() else "no such file"
+            self.fail(key, f"cannot load EP library '{path}': {why}")
+        return Library(name, path)
+
+    def profile(self, key: str, name: str, raw: object, libraries: set[str]) -> Profile:
+        if not isinstance(raw, dict):
+            self.fail(key, "must be a table")
+        self.only(raw, _PROFILE_KEYS, key)
+        library, ep, device = raw.get("library"), raw.get("ep"), raw.get("device")
+        vendor, threads = raw.get("vendor_id"), raw.get("intra_op_threads")
+        if ep is None:
+            self.fail(key, "needs 'ep' (the EP name that onnxruntime.get_ep_devices() lists)")
+        if not isinstance(ep, str) or not ep:
+            self.fail(key, "'ep' must be a non-empty string")
+        if library is not None and library not in libraries:
+            self.fail(key, f"'library' names unknown library '{library}'")
+        if device is not None and device not in DEVICE_TYPES:
+            self.fail(key, f"'device' must be one of {', '.join(DEVICE_TYPES)}, not {device!r}")
+        if vendor is not None and (not _is_int(vendor) or not 0 <= vendor < 2**32):
+            self.fail(key, "'vendor_id' must be an integer such as 0x1002")
+        if threads is not None and (not _is_int(threads) or threads < 1):
+            self.fail(key, "'intra_op_threads' must be a positive integer")
+        return Profile(
+            name=name,
+            library=library,
+            ep_name=ep,
+            provider_options=self.strings(raw, "options", key),
+            device_type=device,
+            vendor_id=vendor,
+            intra_op_threads=threads,
+            session_config=self.strings(raw, "session_config", key),
+        )
+
+    def models(self, raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        models = raw.get("models", list(BUILTIN_MODELS))
+        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+            self.fail(key, "'models' must be a list of model names or .onnx paths")
+        if not models:
+            self.fail(key, "'models' must list at least one model")
+        out: list[str] = []
+        for model in models:
+            if model in BUILTIN_MODELS:
+                out.append(model)
+                continue
+            path = self.folder / Path(model).expanduser()
+            if not path.is_file():
+                self.fail(f"{key}.models", f"model '{model}' not found")
+            out.append(str(path))
+        return tuple(out)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
