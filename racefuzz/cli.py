@@ -33,7 +33,7 @@ def _add_target(p: argparse.ArgumentParser) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-timeout", type=float, default=20.0, metavar="S")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed of generation and inputs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--no-baseline", action="store_true", help="skip alone-classification")
     _add_target(replay)
     _add_run_options(replay)
+
+    run = sub.add_parser("run", help="fuzz a target for some seconds (the main job)")
+    _add_target(run)
+    _add_run_options(run)
+    from racefuzz.run_command import add_arguments
+
+    add_arguments(run)
 
     doctor = sub.add_parser("doctor", help="check a target: libraries, devices, copies, models")
     _add_target(doctor)

@@ -31,7 +31,7 @@ MIN_ORT = (1, 31)
 def check_ort() -> str:
     import onnxruntime as ort
 
-    version = ort.__version__
+    version = str(ort.__version__)
     parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if parts < MIN_ORT:
         need = ".".join(map(str, MIN_ORT))
@@ -80,7 +80,7 @@ def replay_command(args: argparse.Namespace) -> int:
         render.print_summary(out, label, summary)
         failed += summary.failed
     ran = len(schedules) - skipped
-    out.rule(f"{ran} schedule(s) replayed ×{args.times}, {failed} with findings, {skipped} skipped")
+    out.rule(f"{ran} schedule(s) replayed x{args.times}, {failed} with findings, {skipped} skipped")
     return 1 if failed else 0
 
 
@@ -156,9 +156,16 @@ def doctor_command(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def run_command(args: argparse.Namespace) -> int:
+    from racefuzz.run_command import run_command as run
+
+    return run(args, _target(args))
+
+
 def dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "replay": replay_command,
         "doctor": doctor_command,
+        "run": run_command,
     }
     return handlers[args.command](args)

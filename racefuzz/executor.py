@@ -11,6 +11,7 @@ hang), a per-schedule timeout, and a memory ceiling. Crashes, hangs and the ceil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -31,8 +33,19 @@ from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Schedule, to_json_obj
 from racefuzz.target import Target
 
+_DETACH: dict[str, Any] = (
+    {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+    if sys.platform == "win32"
+    else {"start_new_session": True}
+)
 GRACE_S = 1.5  # after a step timeout: time for faulthandler's dump to reach stderr
 STDERR_TAIL = 20_000
+
+
+@dataclass(frozen=True)
+class _Supervised:
+    pid: int
+    result: RunResult
 
 
 @dataclass(frozen=True)
@@ -64,10 +77,8 @@ def kill_tree(pid: int) -> None:
     except psutil.NoSuchProcess:
         return
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(procs, timeout=5)
 
 
@@ -105,28 +116,43 @@ def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
     return env
 
 
-def run(target: Target, schedule: Schedule, options: RunOptions | None = None) -> RunResult:
-    """Run `schedule` against `target` in a fresh worker; judged by the oracles."""
+def run(
+    target: Target,
+    schedule: Schedule,
+    options: RunOptions | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_exit: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Run `schedule` against `target` in a fresh worker; judged by the oracles.
+
+    `on_start(pid)` / `on_exit(pid)` let a caller that may be cancelled kill the worker.
+    """
     options = options or RunOptions()
     job = json.dumps(job_for(target, schedule, options))
     with tempfile.TemporaryDirectory(prefix="racefuzz-run-") as tmp:
         trace_path = Path(tmp, "trace.jsonl") if target.trace else None
         err_path = Path(tmp, "stderr.txt")
         with err_path.open("wb") as err:
-            result = _supervise(
+            supervised = _supervise(
                 [sys.executable, "-m", "racefuzz.worker"],
                 job,
                 worker_env(target, trace_path),
                 err,
                 schedule,
                 options,
+                on_start or (lambda pid: None),
             )
+            if on_exit is not None:
+                on_exit(supervised.pid)
         stderr = err_path.read_text(encoding="utf-8", errors="replace")
         trace: tuple[dict[str, Any], ...] = ()
         if trace_path is not None and trace_path.exists():
             trace = tuple(_read_jsonl(trace_path))
     result = replace(
-        result, stderr_tail=stderr[-STDERR_TAIL:], stacks=extract_stacks(stderr), trace=trace
+        supervised.result,
+        stderr_tail=stderr[-STDERR_TAIL:],
+        stacks=extract_stacks(stderr),
+        trace=trace,
     )
     return oracles.judge(result)
 
@@ -148,11 +174,20 @@ def _supervise(
     err: IO[bytes],
     schedule: Schedule,
     options: RunOptions,
-) -> RunResult:
+    on_start: Callable[[int], None],
+) -> _Supervised:
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        env=env,
+        # Its own process group: a Ctrl-C in the terminal reaches racefuzz, which then kills
+        # the workers, instead of killing them mid-step (that would read as a crash).
+        **_DETACH,
     )
+    on_start(proc.pid)
     assert proc.stdin is not None and proc.stdout is not None
     events: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, events), daemon=True).start()
@@ -173,15 +208,14 @@ def _supervise(
             ev = events.get(timeout=0.25)
         except queue.Empty:
             now = time.monotonic()
-            try:
+            with contextlib.suppress(psutil.Error):
                 peak_rss = max(peak_rss, ps.memory_info().rss / 2**20)
-            except psutil.Error:
-                pass
             if peak_rss > options.max_rss_mb:
                 exit_kind = Exit.LEAK
-            elif now - last_event > options.step_timeout + GRACE_S:
-                exit_kind = Exit.HANG
-            elif now - t0 > options.schedule_timeout:
+            elif (
+                now - last_event > options.step_timeout + GRACE_S
+                or now - t0 > options.schedule_timeout
+            ):
                 exit_kind = Exit.HANG
             if exit_kind is not None:
                 kill_tree(proc.pid)
@@ -214,13 +248,16 @@ def _supervise(
         returncode = proc.wait()
     if exit_kind is None:
         exit_kind = Exit.CLEAN if ended and returncode == 0 else Exit.CRASH
-    return RunResult(
-        schedule=schedule,
-        outcomes=tuple(outcomes[i] for i in sorted(outcomes)),
-        exit=exit_kind,
-        returncode=returncode,
-        signal=_signal_name(returncode) if exit_kind is Exit.CRASH else None,
-        in_flight=tuple(sorted(in_flight)),
-        seconds=time.monotonic() - t0,
-        peak_rss_mb=round(peak_rss, 1),
+    return _Supervised(
+        proc.pid,
+        RunResult(
+            schedule=schedule,
+            outcomes=tuple(outcomes[i] for i in sorted(outcomes)),
+            exit=exit_kind,
+            returncode=returncode,
+            signal=_signal_name(returncode) if exit_kind is Exit.CRASH else None,
+            in_flight=tuple(sorted(in_flight)),
+            seconds=time.monotonic() - t0,
+            peak_rss_mb=round(peak_rss, 1),
+        ),
     )

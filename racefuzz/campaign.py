@@ -1,0 +1,248 @@
+"""A fuzzing campaign: strategies feed `--jobs` isolated workers until the time is up.
+
+Orchestration is trio: one task per job slot, each running blocking executor calls in a thread
+(`trio.to_thread`), so a slow or dying worker only costs its own slot. The strategy is shared
+and called only from trio's thread, so it needs no locks.
+
+Nothing found is ever lost: the first schedule of every new signature is written to
+`findings/<slug>.json` (exclusively created) before anything else is done with it, then it is
+classified against its baseline and queued for shrinking; shrinks share the job slots with
+fuzzing and take precedence. Cancellation (deadline or Ctrl-C) kills in-flight workers; the
+caller then writes the summary from `CampaignState`, which holds only small per-signature
+records, so the campaign's memory stays flat however long it runs.
+
+The campaign publishes what happens (`CampaignState`, log lines) and never reads the dashboard.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import trio
+
+from racefuzz import executor, strategies
+from racefuzz.baseline import Baselines
+from racefuzz.outcome import Exit, Finding, RunResult
+from racefuzz.schedule import Schedule, save
+from racefuzz.strategies.space import Space
+from racefuzz.target import Target
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    seconds: float
+    jobs: int
+    seed: int = 0
+    strategy: str = "portfolio"
+    corpus: tuple[Schedule, ...] = ()
+    step_timeout: float = 20.0
+    max_rss_mb: float = 4096.0
+    shrink: bool = True
+    shrink_budget_s: float = 60.0
+    max_steps: int = 24
+    max_threads: int = 4
+
+
+@dataclass
+class FindingRecord:
+    finding: Finding
+    count: int
+    first_seen_s: float
+    original: Path  # the unshrunk schedule, on disk from the moment it was seen
+    state: str = "new"  # new | shrinking | shrunk | shrink-failed
+    minimal_steps: int | None = None
+    bundle: Path | None = None
+
+
+@dataclass
+class CampaignState:
+    """Everything the dashboard and the summary show; small and bounded by signatures."""
+
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+    jobs: int = 1
+    schedules: int = 0
+    steps: int = 0
+    crashes: int = 0
+    hangs: int = 0
+    findings: dict[str, FindingRecord] = field(default_factory=dict)
+    by_strategy: dict[str, dict[str, int]] = field(default_factory=dict)
+    busy: int = 0
+    worker_rss_mb: float = 0.0
+    campaign_rss_mb: float = 0.0
+    interrupted: bool = False
+    done: bool = False
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=12))
+    log_total: int = 0  # lines ever logged: lets a plain printer know what it has not shown
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def rate(self) -> float:
+        return self.schedules / max(self.elapsed(), 1e-9)
+
+
+def space_for(target: Target, max_steps: int, max_threads: int) -> Space:
+    libraries = tuple(lib.name for lib in target.libraries)
+    names = target.profile_names()
+    library_of: dict[str, str | None] = {}
+    for p in names:
+        lib = target.library_of(p)
+        if lib is None or len(libraries) > 1:
+            library_of[p] = lib
+    return Space(
+        profiles=names,
+        models=target.models,
+        libraries=libraries if len(libraries) > 1 else (),
+        library_of=library_of,
+        max_steps=max_steps,
+        max_threads=max_threads,
+    )
+
+
+ShrinkHook = Callable[[FindingRecord, Schedule, RunResult], None]
+
+
+class Campaign:
+    def __init__(
+        self,
+        target: Target,
+        config: CampaignConfig,
+        out_dir: Path,
+        baselines: Baselines | None = None,
+        shrink_hook: ShrinkHook | None = None,
+        known: Sequence[str] = (),
+    ) -> None:
+        self.target = target
+        self.config = config
+        self.out_dir = out_dir
+        self.state = CampaignState(seconds=config.seconds, jobs=config.jobs)
+        self.space = space_for(target, config.max_steps, config.max_threads)
+        self.strategy = strategies.make(
+            config.strategy, self.space, config.seed, corpus=config.corpus
+        )
+        self.options = executor.RunOptions(
+            step_timeout=config.step_timeout, max_rss_mb=config.max_rss_mb, seed=config.seed
+        )
+        self.baselines = baselines
+        self.shrink_hook = shrink_hook
+        self.known = set(known)  # signatures found by an earlier run this one resumes
+        # Work about findings (baseline, shrink) that job slots take before fuzzing more.
+        self._tasks: deque[tuple[str, Callable[[], None]]] = deque()
+        self._live_pids: set[int] = set()
+        (out_dir / "findings").mkdir(parents=True, exist_ok=True)
+        (out_dir / "corpus").mkdir(parents=True, exist_ok=True)
+
+    def note(self, line: str) -> None:
+        self.state.log.append(f"[{self.state.elapsed():6.1f}s] {line}")
+        self.state.log_total += 1
+
+    # --- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> CampaignState:
+        try:
+            with trio.move_on_after(self.config.seconds):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._monitor)
+                    for slot in range(self.config.jobs):
+                        nursery.start_soon(self._job, slot)
+        finally:
+            self._kill_live()
+            self.state.done = True
+        return self.state
+
+    async def _monitor(self) -> None:
+        me = psutil.Process()
+        while True:
+            self.state.campaign_rss_mb = me.memory_info().rss / 2**20
+            await trio.sleep(0.5)
+
+    def _kill_live(self) -> None:
+        for pid in list(self._live_pids):
+            executor.kill_tree(pid)
+        self._live_pids.clear()
+
+    async def _job(self, slot: int) -> None:
+        while True:
+            if self._tasks:
+                label, task = self._tasks.popleft()
+                self.note(label)
+                await trio.to_thread.run_sync(task, abandon_on_cancel=True)
+                continue
+            schedule = self.strategy.next_schedule()
+            if schedule is None:
+                return
+            source = getattr(self.strategy, "last_source", None) or self.strategy.name
+            self.state.busy += 1
+            try:
+                result = await trio.to_thread.run_sync(
+                    self._execute, schedule, abandon_on_cancel=True
+                )
+            finally:
+                self.state.busy -= 1
+            self._record(result, str(source))
+
+    def _execute(self, schedule: Schedule) -> RunResult:
+        return executor.run(
+            self.target,
+            schedule,
+            self.options,
+            on_start=self._live_pids.add,
+            on_exit=self._live_pids.discard,
+        )
+
+    def _record(self, result: RunResult, source: str) -> None:
+        st = self.state
+        st.schedules += 1
+        st.steps += len(result.outcomes)
+        st.worker_rss_mb = max(st.worker_rss_mb, result.peak_rss_mb)
+        st.crashes += result.exit is Exit.CRASH
+        st.hangs += result.exit is Exit.HANG
+        counters = st.by_strategy.setdefault(source, {"schedules": 0, "new": 0})
+        counters["schedules"] += 1
+        self.strategy.observe(result)
+        for f in result.findings:
+            rec = st.findings.get(f.signature)
+            if rec is not None:
+                rec.count += 1
+                continue
+            counters["new"] += 1
+            self._new_finding(f, result)
+
+    def _new_finding(self, finding: Finding, result: RunResult) -> None:
+        # On disk first: whatever happens next (a baseline crash, Ctrl-C), this is kept.
+        path = self._unique_path(self.out_dir / "findings", finding.slug)
+        save(result.schedule, path, exclusive=True)
+        rec = FindingRecord(finding, 1, self.state.elapsed(), path)
+        self.state.findings[finding.signature] = rec
+        seen_before = " (known from the resumed run)" if finding.signature in self.known else ""
+        self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{seen_before}")
+        corpus = self._unique_path(self.out_dir / "corpus", finding.slug)
+        save(result.schedule, corpus, exclusive=True)
+        baselines, hook = self.baselines, self.shrink_hook
+        if baselines is not None:
+
+            def classify() -> None:
+                rec.finding = baselines.classify(result.schedule, rec.finding)
+
+            self._tasks.append((f"baseline of {finding.kind} on {finding.op}", classify))
+        if self.config.shrink and hook is not None:
+
+            def shrink() -> None:
+                rec.state = "shrinking"
+                hook(rec, result.schedule, result)
+
+            self._tasks.append((f"shrinking {finding.kind} on {finding.op}", shrink))
+
+    @staticmethod
+    def _unique_path(folder: Path, stem: str) -> Path:
+        for n in range(1, 10_000):
+            p = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+            if not p.exists():
+                return p
+        raise RuntimeError(f"no free file name for {stem} in {folder}")

@@ -1,0 +1,143 @@
+"""A campaign's results on disk: `summary.md`, `findings.json`, and optional JUnit XML.
+
+Written at the end of a campaign, after Ctrl-C too, from `CampaignState` alone. `load_known`
+reads a previous campaign folder back for `--resume` (its signatures and corpus).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from racefuzz.campaign import CampaignState, FindingRecord
+from racefuzz.console import ORIGIN_LABEL
+from racefuzz.schedule import Schedule, ScheduleError, load
+
+
+def _write(path: Path, text: str) -> None:
+    """Complete at every moment: a temp file in the same folder, then a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
+    d = rec.finding.to_json()
+    d.update(
+        count=rec.count,
+        first_seen_s=round(rec.first_seen_s, 2),
+        original=str(rec.original.relative_to(root)),
+        state=rec.state,
+        minimal_steps=rec.minimal_steps,
+        bundle=str(rec.bundle.relative_to(root)) if rec.bundle else None,
+    )
+    return d
+
+
+def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: Path | None) -> None:
+    records = sorted(state.findings.values(), key=lambda r: r.first_seen_s)
+    payload = {
+        **header,
+        "elapsed_s": round(state.elapsed(), 1),
+        "schedules": state.schedules,
+        "interrupted": state.interrupted,
+        "findings": [_record_json(r, root) for r in records],
+    }
+    _write(root / "findings.json", json.dumps(payload, indent=1) + "\n")
+    _write(root / "summary.md", summary_markdown(state, root, header, records))
+    if junit is not None:
+        _write(junit, junit_xml(state, records, str(header.get("target", ""))))
+
+
+def summary_markdown(
+    state: CampaignState, root: Path, header: dict[str, Any], records: list[FindingRecord]
+) -> str:
+    status = "interrupted (Ctrl-C)" if state.interrupted else "finished"
+    lines = [
+        f"# racefuzz campaign: {header.get('target')}",
+        "",
+        f"- {status} after {state.elapsed():.0f} s of {state.seconds:.0f} s, "
+        f"{state.jobs} job(s), seed {header.get('seed')}",
+        f"- {state.schedules} schedules ({state.rate():.2f}/s), {state.crashes} worker crashes, "
+        f"{state.hangs} hangs",
+        f"- {len(records)} distinct finding(s)",
+        "",
+    ]
+    for title, origin in (
+        ("Interleaving-induced (the order of calls broke it)", ("interleaving", "")),
+        ("Fails alone too (its session alone fails the same way)", ("alone",)),
+    ):
+        group = [r for r in records if r.finding.origin in origin]
+        if not group:
+            continue
+        lines += [
+            f"## {title}",
+            "",
+            "| kind | op | profiles | message | seen | first at | schedule | state |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in group:
+            f = r.finding
+            where = str((r.bundle or r.original).relative_to(root))
+            lines.append(
+                f"| {f.kind} | {f.op} | {','.join(f.profiles)} | {f.message.replace('|', '/')} "
+                f"| {r.count} | {r.first_seen_s:.1f} s | `{where}` | {r.state} |"
+            )
+        lines.append("")
+    if not records:
+        lines += ["Nothing found.", ""]
+    if state.by_strategy:
+        lines += [
+            "## Yield per strategy",
+            "",
+            "| strategy | schedules | new signatures |",
+            "|---|---|---|",
+        ]
+        for name, c in sorted(state.by_strategy.items()):
+            lines.append(f"| {name} | {c['schedules']} | {c['new']} |")
+        lines.append("")
+    target = header.get("target_spec", header.get("target"))
+    lines += [
+        f"Replay a finding: `racefuzz replay <schedule> --target {target} --times 20`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def junit_xml(state: CampaignState, records: list[FindingRecord], target: str) -> str:
+    suite = ET.Element(
+        "testsuite",
+        name=f"racefuzz {target}",
+        tests=str(max(1, len(records))),
+        failures=str(len(records)),
+        time=f"{state.elapsed():.1f}",
+    )
+    if not records:
+        ET.SubElement(suite, "testcase", classname="racefuzz", name="campaign")
+    for r in records:
+        f = r.finding
+        case = ET.SubElement(suite, "testcase", classname=f"racefuzz.{f.kind}", name=f.signature)
+        fail = ET.SubElement(case, "failure", message=f"{f.kind} on {f.op}: {f.message}")
+        fail.text = f"{f.raw}\norigin: {ORIGIN_LABEL.get(f.origin, f.origin)}\n{r.original}"
+    return ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def load_known(folder: Path) -> tuple[list[str], list[Schedule]]:
+    """Signatures and corpus schedules of an earlier campaign folder, for `--resume`."""
+    data_path = folder / "findings.json"
+    signatures: list[str] = []
+    if data_path.exists():
+        data = json.loads(data_path.read_text(encoding="utf-8"))
+        signatures = [f["signature"] for f in data.get("findings", [])]
+    corpus: list[Schedule] = []
+    for p in sorted((folder / "corpus").glob("*.json")):
+        try:
+            corpus.append(load(p))
+        except ScheduleError:
+            continue  # a hand-damaged corpus file should not stop a resumed campaign
+    return signatures, corpus

@@ -1,0 +1,181 @@
+"""`racefuzz run`: the campaign a user points at an EP and leaves for some minutes.
+
+Wires the pieces together: target and corpus in, `Campaign` plus dashboard under one trio
+nursery, results written at the end whatever ended it (deadline or Ctrl-C), exit 1 when
+anything was found. Shrinking and ticket bundles hook in through `shrink_hook`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from racefuzz import dashboard, executor, results
+from racefuzz.baseline import Baselines
+from racefuzz.campaign import Campaign, CampaignConfig, FindingRecord, ShrinkHook
+from racefuzz.errors import RacefuzzError
+from racefuzz.outcome import RunResult
+from racefuzz.schedule import Schedule, load_many
+from racefuzz.target import Target
+
+DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "schedules"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seconds", type=float, default=60.0, help="how long to fuzz")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers in parallel")
+    p.add_argument(
+        "--strategy", default="portfolio", help="portfolio, random, pct, swarm or mutate"
+    )
+    p.add_argument("--corpus", type=Path, default=None, help="seed schedules (default schedules/)")
+    p.add_argument("--no-corpus", action="store_true", help="start from nothing")
+    p.add_argument("--out", type=Path, default=Path("reports"), help="where results go")
+    p.add_argument("--resume", type=Path, default=None, help="continue a campaign folder")
+    p.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
+    p.add_argument("--no-dashboard", action="store_true", help="plain log lines")
+    p.add_argument("--no-shrink", action="store_true", help="keep found schedules as found")
+    p.add_argument("--shrink-budget", type=float, default=60.0, metavar="S")
+    p.add_argument("--max-steps", type=int, default=24)
+    p.add_argument("--max-rss-mb", type=float, default=4096.0, help="worker memory ceiling")
+
+
+def _corpus(args: argparse.Namespace, target: Target) -> list[Schedule]:
+    if args.no_corpus:
+        return []
+    folder = args.corpus or DEFAULT_CORPUS
+    if args.corpus is None and not folder.is_dir():
+        return []  # an installed racefuzz without the source tree's schedules/
+    return [s for _, s in load_many(folder) if target.applies(s)]
+
+
+def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
+    if args.resume is not None:
+        if not args.resume.is_dir():
+            raise RacefuzzError(f"cannot resume '{args.resume}': no such campaign folder")
+        resumed: Path = args.resume
+        return resumed
+    stamp = time.strftime("%Y-%m-%d-%H%M%S")
+    name = target.name.replace(":", "-").replace(",", "-")
+    for n in range(1, 100):
+        folder = args.out / (f"{stamp}-{name}" if n == 1 else f"{stamp}-{name}-{n}")
+        try:
+            folder.mkdir(parents=True)
+            return folder
+        except FileExistsError:
+            continue
+    raise RacefuzzError(f"cannot create a campaign folder under '{args.out}'")
+
+
+def make_shrink_hook(
+    target: Target, spec: str, options: executor.RunOptions, budget: float, root: Path
+) -> ShrinkHook | None:
+    try:
+        from racefuzz import report, shrink
+    except ImportError:
+        return None
+
+    def hook(record: FindingRecord, schedule: Schedule, failing: RunResult) -> None:
+        def run(s: Schedule) -> RunResult:
+            return executor.run(target, s, options)
+
+        try:
+            result = shrink.shrink(
+                schedule,
+                record.finding.signature,
+                run,
+                budget_s=budget,
+                models_by_size=target.models,
+                library_of=target.library_of,
+                best_path=record.original.with_suffix(".min.json"),
+            )
+        except Exception as e:  # a shrink bug must not lose the finding: it is on disk
+            record.state = f"shrink-failed: {type(e).__name__}"
+            return
+        record.minimal_steps = len(result.final.steps)
+        record.bundle = report.write_bundle(
+            root,
+            record.finding,
+            schedule,
+            result.final,
+            result.last_failure or failing,
+            target,
+            spec,
+            result.reproduction,
+            {
+                "steps": (len(schedule.steps), len(result.final.steps)),
+                "threads": (schedule.threads, result.final.threads),
+                "seconds": round(result.seconds, 1),
+                "candidates": result.candidates,
+                "one_minimal": result.one_minimal,
+                "passes": {p.name: {"calls": p.calls, "shrinks": p.shrinks} for p in result.passes},
+            },
+        )
+        record.state = "shrunk"
+
+    return hook
+
+
+def run_command(args: argparse.Namespace, target: Target) -> int:
+    if args.seconds <= 0 or args.jobs < 1:
+        raise RacefuzzError("--seconds must be positive and --jobs at least 1")
+    folder = _campaign_dir(args, target)
+    known: list[str] = []
+    corpus = _corpus(args, target)
+    if args.resume is not None:
+        known, earlier = results.load_known(folder)
+        corpus += earlier
+    options = executor.RunOptions(step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb)
+    config = CampaignConfig(
+        seconds=args.seconds,
+        jobs=args.jobs,
+        seed=args.seed,
+        strategy=args.strategy,
+        corpus=tuple(corpus),
+        step_timeout=args.step_timeout,
+        max_rss_mb=args.max_rss_mb,
+        shrink=not args.no_shrink,
+        shrink_budget_s=args.shrink_budget,
+        max_steps=args.max_steps,
+    )
+
+    def run_one(s: Schedule) -> RunResult:
+        return executor.run(target, s, options)
+
+    baselines = Baselines(target, run_one)
+    hook = make_shrink_hook(target, args.target, options, args.shrink_budget, folder)
+    campaign = Campaign(target, config, folder, baselines, hook, known)
+    header: dict[str, Any] = {
+        "target": target.name,
+        "target_spec": args.target,
+        "seed": args.seed,
+        "jobs": args.jobs,
+        "seconds": args.seconds,
+        "strategy": args.strategy,
+    }
+    live = not args.no_dashboard and dashboard.is_terminal()
+    print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dashboard.show, campaign.state, f"racefuzz {args.target}", live)
+            await campaign.run()
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    except KeyboardInterrupt:
+        campaign.state.interrupted = True
+    finally:
+        results.write_all(campaign.state, folder, header, args.junit)
+    state = campaign.state
+    print(
+        f"racefuzz: {state.schedules} schedules in {state.elapsed():.0f} s, "
+        f"{len(state.findings)} finding(s); summary: {folder / 'summary.md'}",
+        flush=True,
+    )
+    return 1 if state.findings else 0
