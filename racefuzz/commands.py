@@ -69,11 +69,11 @@ def replay_command(args: argparse.Namespace) -> int:
     failed = skipped = 0
     for path, schedule in schedules:
         label = schedule.name or path.stem
-        if not target.applies(schedule):
-            missing = ", ".join(sorted(schedule.profiles()))
-            out.print(
-                f"[yellow]skipped[/] {label}: target '{target.name}' lacks profile(s) {missing}"
-            )
+        missing = target.missing(schedule)
+        if missing and len(schedules) == 1:
+            raise RacefuzzError(f"{path}: target '{target.name}' has no {', '.join(missing)}")
+        if missing:
+            out.print(f"[yellow]skipped[/] {label}: target '{target.name}' has no {missing[0]}")
             skipped += 1
             continue
         summary = replay(target, schedule, args.times, options, baselines)

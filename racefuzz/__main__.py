@@ -1,0 +1,3 @@
+from racefuzz.cli import main
+
+main()
