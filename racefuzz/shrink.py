@@ -341,10 +341,13 @@ class _Shrinker:
             if hits >= need or hits + replays - done < need:
                 break
             result = self._call(candidate, within_budget=True)
-            if any(f.signature == self.signature for f in result.findings):
+            if self._shows(result):
                 hits += 1
                 self.hit = result
         return hits >= need
+
+    def _shows(self, result: RunResult) -> bool:
+        return any(f.signature == self.signature for f in result.findings)
 
     def _call(self, schedule: Schedule, within_budget: bool) -> RunResult:
         if within_budget:
@@ -362,7 +365,7 @@ class _Shrinker:
         hits = 0
         for _ in range(self.confirm_replays):
             result = self._call(self.current, within_budget=False)
-            if any(f.signature == self.signature for f in result.findings):
+            if self._shows(result):
                 hits += 1
                 self.last_failure = result
         self._progress(improved=False)

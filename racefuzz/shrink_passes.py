@@ -194,17 +194,18 @@ def delete_steps(sh: Shrinking) -> None:
 
 def merge_threads(sh: Shrinking) -> None:
     """Move all of one thread's steps onto another; the highest threads go first."""
-    merged_one = True
-    while merged_one:
-        merged_one = False
-        used = _used_threads(sh.current)
-        for gone in reversed(used):
-            for keep in used:
-                if keep != gone and sh.consider(merged(sh.current, keep, gone)):
-                    merged_one = True
-                    break
-            if merged_one:
-                break  # renumbered: start again from the new thread list
+    while _merge_two(sh):
+        pass  # renumbered: start again from the new thread list
+
+
+def _merge_two(sh: Shrinking) -> bool:
+    used = _used_threads(sh.current)
+    return any(
+        sh.consider(merged(sh.current, keep, gone))
+        for gone in reversed(used)
+        for keep in used
+        if keep != gone
+    )
 
 
 def drop_groups(sh: Shrinking) -> None:
@@ -236,9 +237,9 @@ def drop_jitter(sh: Shrinking) -> None:
     """All jitter at once, then one step's at a time."""
     cur = sh.current
     sh.consider(cur.with_steps(replace(s, jitter_us=0) for s in cur.steps))
-    for i in range(len(sh.current.steps)):
+    for i in range(len(sh.current.steps)):  # clearing jitter never moves a step
         cur = sh.current
-        if i < len(cur.steps) and cur.steps[i].jitter_us:
+        if cur.steps[i].jitter_us:
             sh.consider(_with_step(cur, i, replace(cur.steps[i], jitter_us=0)))
 
 
@@ -254,8 +255,8 @@ def smaller_models(sh: Shrinking) -> None:
     )
     for i in range(len(sh.current.steps)):
         cur = sh.current
-        step = cur.steps[i] if i < len(cur.steps) else None
-        if step is None or step.op is not Op.CREATE:
+        step = cur.steps[i]
+        if step.op is not Op.CREATE:
             continue
         rank = models.index(step.model) if step.model in models else len(models)
         for model in models[:rank]:
