@@ -27,10 +27,13 @@ import trio
 
 from racefuzz import executor, strategies
 from racefuzz.baseline import Baselines
+from racefuzz.executor import Launcher
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Schedule, save
 from racefuzz.strategies.space import Space
 from racefuzz.target import Target
+from racefuzz.zygote_pool import ZygoteLauncher
+from racefuzz.zygote_pool import available as zygote_available
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class CampaignConfig:
     shrink_budget_s: float = 60.0
     max_steps: int = 24
     max_threads: int = 4
+    zygote: bool = True  # fork workers from a pre-initialised zygote where POSIX allows
 
 
 @dataclass
@@ -168,6 +172,14 @@ class Campaign:
         self._live_pids.clear()
 
     async def _job(self, slot: int) -> None:
+        launcher = ZygoteLauncher() if self.config.zygote and zygote_available() else None
+        try:
+            await self._job_loop(launcher)
+        finally:
+            if launcher is not None:
+                launcher.close()
+
+    async def _job_loop(self, launcher: Launcher | None) -> None:
         while True:
             if self._tasks:
                 label, task = self._tasks.popleft()
@@ -181,19 +193,20 @@ class Campaign:
             self.state.busy += 1
             try:
                 result = await trio.to_thread.run_sync(
-                    self._execute, schedule, abandon_on_cancel=True
+                    self._execute, schedule, launcher, abandon_on_cancel=True
                 )
             finally:
                 self.state.busy -= 1
             self._record(result, str(source))
 
-    def _execute(self, schedule: Schedule) -> RunResult:
+    def _execute(self, schedule: Schedule, launcher: Launcher | None) -> RunResult:
         return executor.run(
             self.target,
             schedule,
             self.options,
             on_start=self._live_pids.add,
             on_exit=self._live_pids.discard,
+            launcher=launcher,
         )
 
     def _record(self, result: RunResult, source: str) -> None:

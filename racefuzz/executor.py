@@ -1,8 +1,10 @@
 """Runs one schedule in a fresh worker process and says what happened, whatever happens.
 
-Portable by construction: the worker is started with `sys.executable -m racefuzz.worker`
-(spawn semantics: no fork, so Windows stays possible), its events are read by a thread (pipes
-cannot be polled portably), and a runaway worker's whole process tree is killed with psutil.
+Portable by construction: by default the worker is started with `sys.executable -m
+racefuzz.worker` (spawn semantics: no fork, so Windows stays possible), its events are read by a
+thread (pipes cannot be polled portably), and a runaway worker's whole process tree is killed
+with psutil. A `Launcher` may start it otherwise (the POSIX zygote of `zygote_pool` forks it
+from a pre-initialised process); supervision is the same either way.
 
 The parent enforces a per-step timeout (no event for that long while a step is in flight is a
 hang), a per-schedule timeout, and a memory ceiling. Crashes, hangs and the ceiling become
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import psutil
 
@@ -40,12 +42,6 @@ _DETACH: dict[str, Any] = (
 )
 GRACE_S = 1.5  # after a step timeout: time for faulthandler's dump to reach stderr
 STDERR_TAIL = 20_000
-
-
-@dataclass(frozen=True)
-class _Supervised:
-    pid: int
-    result: RunResult
 
 
 @dataclass(frozen=True)
@@ -108,12 +104,61 @@ def extract_stacks(stderr: str) -> str:
 
 
 def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(target.env)
+    """What the worker adds to its environment: the target's (bug switches) and the trace."""
+    env = dict(target.env)
     env["PYTHONFAULTHANDLER"] = "1"
     if trace_path is not None:
         env["RACEFUZZ_TESTBED_TRACE"] = str(trace_path)
     return env
+
+
+@dataclass
+class Launched:
+    """A started worker as the supervisor sees it, however it was started."""
+
+    pid: int
+    events: queue.Queue[dict[str, Any] | None]  # None: the event stream has ended
+    wait: Callable[[float], int | None]  # its exit code within the timeout, or None
+
+
+class Launcher(Protocol):
+    def launch(self, job: str, env: dict[str, str], err_path: Path, tmp: Path) -> Launched: ...
+
+
+class SpawnLauncher:
+    """A fresh interpreter per schedule: portable (no fork), the reference path."""
+
+    def launch(self, job: str, env: dict[str, str], err_path: Path, tmp: Path) -> Launched:
+        with err_path.open("wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "racefuzz.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env={**os.environ, **env},
+                # Its own process group: a Ctrl-C in the terminal reaches racefuzz, which
+                # then kills the workers, instead of killing them mid-step (read as a crash).
+                **_DETACH,
+            )
+        assert proc.stdin is not None and proc.stdout is not None
+        events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=_pump, args=(proc.stdout, events), daemon=True).start()
+        try:
+            proc.stdin.write(job.encode())
+            proc.stdin.close()
+        except OSError:
+            pass  # the worker died before reading: its exit status says why
+
+        def wait(timeout: float) -> int | None:
+            try:
+                return proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return None
+
+        return Launched(proc.pid, events, wait)
+
+
+_SPAWN = SpawnLauncher()
 
 
 def run(
@@ -122,34 +167,35 @@ def run(
     options: RunOptions | None = None,
     on_start: Callable[[int], None] | None = None,
     on_exit: Callable[[int], None] | None = None,
+    launcher: Launcher | None = None,
 ) -> RunResult:
     """Run `schedule` against `target` in a fresh worker; judged by the oracles.
 
     `on_start(pid)` / `on_exit(pid)` let a caller that may be cancelled kill the worker.
+    `launcher` picks how the worker starts (default: spawn; see `zygote_pool`).
     """
     options = options or RunOptions()
     job = json.dumps(job_for(target, schedule, options))
     with tempfile.TemporaryDirectory(prefix="racefuzz-run-") as tmp:
         trace_path = Path(tmp, "trace.jsonl") if target.trace else None
         err_path = Path(tmp, "stderr.txt")
-        with err_path.open("wb") as err:
-            supervised = _supervise(
-                [sys.executable, "-m", "racefuzz.worker"],
-                job,
-                worker_env(target, trace_path),
-                err,
-                schedule,
-                options,
-                on_start or (lambda pid: None),
-            )
+        t0 = time.monotonic()
+        launched = (launcher or _SPAWN).launch(
+            job, worker_env(target, trace_path), err_path, Path(tmp)
+        )
+        if on_start is not None:
+            on_start(launched.pid)
+        try:
+            result = _supervise(launched, schedule, options, t0)
+        finally:
             if on_exit is not None:
-                on_exit(supervised.pid)
+                on_exit(launched.pid)
         stderr = err_path.read_text(encoding="utf-8", errors="replace")
         trace: tuple[dict[str, Any], ...] = ()
         if trace_path is not None and trace_path.exists():
             trace = tuple(_read_jsonl(trace_path))
     result = replace(
-        supervised.result,
+        result,
         stderr_tail=stderr[-STDERR_TAIL:],
         stacks=extract_stacks(stderr),
         trace=trace,
@@ -167,49 +213,26 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _supervise(
-    argv: list[str],
-    job: str,
-    env: dict[str, str],
-    err: IO[bytes],
-    schedule: Schedule,
-    options: RunOptions,
-    on_start: Callable[[int], None],
-) -> _Supervised:
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=err,
-        env=env,
-        # Its own process group: a Ctrl-C in the terminal reaches racefuzz, which then kills
-        # the workers, instead of killing them mid-step (that would read as a crash).
-        **_DETACH,
-    )
-    on_start(proc.pid)
-    assert proc.stdin is not None and proc.stdout is not None
-    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-    threading.Thread(target=_pump, args=(proc.stdout, events), daemon=True).start()
-    try:
-        proc.stdin.write(job.encode())
-        proc.stdin.close()
-    except OSError:
-        pass  # the worker died before reading: its exit status says why
+def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: float) -> RunResult:
+    events = launched.events
     outcomes: dict[int, StepOutcome] = {}
     in_flight: set[int] = set()
     ended = False
     exit_kind: Exit | None = None
     last_event = time.monotonic()
     peak_rss = 0.0
-    ps = psutil.Process(proc.pid)
+    try:
+        ps: psutil.Process | None = psutil.Process(launched.pid)
+    except psutil.Error:
+        ps = None
     while True:
         try:
             ev = events.get(timeout=0.25)
         except queue.Empty:
             now = time.monotonic()
-            with contextlib.suppress(psutil.Error):
-                peak_rss = max(peak_rss, ps.memory_info().rss / 2**20)
+            if ps is not None:
+                with contextlib.suppress(psutil.Error):
+                    peak_rss = max(peak_rss, ps.memory_info().rss / 2**20)
             if peak_rss > options.max_rss_mb:
                 exit_kind = Exit.LEAK
             elif (
@@ -218,7 +241,7 @@ def _supervise(
             ):
                 exit_kind = Exit.HANG
             if exit_kind is not None:
-                kill_tree(proc.pid)
+                kill_tree(launched.pid)
                 break
             continue
         if ev is None:
@@ -241,23 +264,19 @@ def _supervise(
             )
         elif kind == "end":
             ended = True
-    try:
-        returncode = proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        returncode = proc.wait()
+    returncode = launched.wait(10)
+    if returncode is None:
+        kill_tree(launched.pid)
+        returncode = launched.wait(10)
     if exit_kind is None:
         exit_kind = Exit.CLEAN if ended and returncode == 0 else Exit.CRASH
-    return _Supervised(
-        proc.pid,
-        RunResult(
-            schedule=schedule,
-            outcomes=tuple(outcomes[i] for i in sorted(outcomes)),
-            exit=exit_kind,
-            returncode=returncode,
-            signal=_signal_name(returncode) if exit_kind is Exit.CRASH else None,
-            in_flight=tuple(sorted(in_flight)),
-            seconds=time.monotonic() - t0,
-            peak_rss_mb=round(peak_rss, 1),
-        ),
+    return RunResult(
+        schedule=schedule,
+        outcomes=tuple(outcomes[i] for i in sorted(outcomes)),
+        exit=exit_kind,
+        returncode=returncode,
+        signal=_signal_name(returncode) if exit_kind is Exit.CRASH else None,
+        in_flight=tuple(sorted(in_flight)),
+        seconds=time.monotonic() - t0,
+        peak_rss_mb=round(peak_rss, 1),
     )

@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shrink-budget", type=float, default=60.0, metavar="S")
     p.add_argument("--max-steps", type=int, default=24)
     p.add_argument("--max-rss-mb", type=float, default=4096.0, help="worker memory ceiling")
+    p.add_argument(
+        "--spawn", action="store_true", help="start each worker fresh (no zygote fork fast path)"
+    )
 
 
 def _corpus(args: argparse.Namespace, target: Target) -> list[Schedule]:
@@ -61,8 +64,9 @@ def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
         return resumed
     stamp = time.strftime("%Y-%m-%d-%H%M%S")
     name = target.name.replace(":", "-").replace(",", "-")
+    out: Path = args.out
     for n in range(1, 100):
-        folder = args.out / (f"{stamp}-{name}" if n == 1 else f"{stamp}-{name}-{n}")
+        folder = out / (f"{stamp}-{name}" if n == 1 else f"{stamp}-{name}-{n}")
         try:
             folder.mkdir(parents=True)
             return folder
@@ -141,6 +145,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         shrink=not args.no_shrink,
         shrink_budget_s=args.shrink_budget,
         max_steps=args.max_steps,
+        zygote=not args.spawn,
     )
 
     def run_one(s: Schedule) -> RunResult:

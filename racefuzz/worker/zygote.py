@@ -1,0 +1,67 @@
+"""The zygote: a pre-initialised process that forks one fresh worker per schedule (POSIX only).
+
+Starting an interpreter and importing numpy and onnxruntime costs far more than running a small
+schedule. The zygote pays it once: it imports them (without creating ORT's environment or
+loading any EP library, so that every child starts with a fresh ORT environment, reads its own
+bug switches and registers its libraries itself) and then forks a child per request.
+
+Protocol on stdin/stdout, one JSON object per line. Request: `{"job": {...}, "events": path,
+"stderr": path, "env": {...}}`. Replies: `{"pid": n}` once the child exists, then
+`{"pid": n, "status": code}` when it has ended (code as `os.waitstatus_to_exitcode`: negative
+for a signal). The child writes its protocol events to the `events` file, line by line.
+One child at a time: each job slot of a campaign has its own zygote.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+
+import numpy  # noqa: F401  (imported here so that children inherit it)
+import onnxruntime  # noqa: F401
+
+from racefuzz.worker import main as worker_main
+
+
+def _child(request: dict[str, object]) -> None:
+    err_fd = os.open(str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(err_fd, 2)
+    os.dup2(err_fd, 1)  # native prints land in the stderr file, never in the protocol
+    os.setsid()  # its own session: the executor can kill its whole tree
+    env = request.get("env")
+    if isinstance(env, dict):
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+    sys.stdout = sys.stderr = os.fdopen(2, "w", buffering=1)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    events = open(str(request["events"]), "w", encoding="utf-8", buffering=1)  # noqa: SIM115
+    job = request["job"]
+    assert isinstance(job, dict)
+    worker_main.run_job(job, worker_main.Channel(events))
+    events.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def serve() -> None:
+    out = sys.stdout
+    for line in sys.stdin:
+        request = json.loads(line)
+        out.flush()
+        pid = os.fork()  # type: ignore[attr-defined,unused-ignore]
+        if pid == 0:
+            try:
+                _child(request)
+            finally:
+                os._exit(70)  # run_job raised: a bug in racefuzz, reported as an abnormal exit
+        out.write(json.dumps({"pid": pid}) + "\n")
+        out.flush()
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        out.write(json.dumps({"pid": pid, "status": code}) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    serve()

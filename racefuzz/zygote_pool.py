@@ -1,0 +1,125 @@
+"""The fast path: start workers by forking a pre-initialised zygote (POSIX), not by spawning.
+
+One `ZygoteLauncher` per job slot owns one zygote process (`racefuzz.worker.zygote`) and runs
+one schedule at a time through it. The child's events arrive through a file that a thread
+tails (the zygote, not racefuzz, is the child's parent, so no pipe to it exists); its exit code
+comes back on the zygote's stdout. If the zygote itself dies, the launcher starts a new one for
+the next schedule; where fork does not exist (Windows), `available()` is False and callers use
+the spawn path. Which path is faster is measured in `bench/`, not assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from racefuzz.executor import Launched, kill_tree
+
+_TAIL_POLL_S = 0.002
+
+
+def available() -> bool:
+    return hasattr(os, "fork") and sys.platform != "win32"
+
+
+class ZygoteLauncher:
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()  # one schedule at a time per zygote
+
+    def _zygote(self) -> subprocess.Popen[str]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "racefuzz.worker.zygote"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+                start_new_session=True,
+            )
+        return self._proc
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            kill_tree(self._proc.pid)
+        self._proc = None
+
+    def launch(self, job: str, env: dict[str, str], err_path: Path, tmp: Path) -> Launched:
+        self._lock.acquire()
+        try:
+            return self._launch(job, env, err_path, tmp)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _launch(self, job: str, env: dict[str, str], err_path: Path, tmp: Path) -> Launched:
+        events_path = tmp / "events.jsonl"
+        events_path.touch()
+        zygote = self._zygote()
+        assert zygote.stdin is not None and zygote.stdout is not None
+        request = {"job": json.loads(job), "events": str(events_path), "stderr": str(err_path)}
+        request["env"] = env
+        zygote.stdin.write(json.dumps(request) + "\n")
+        zygote.stdin.flush()
+        first = zygote.stdout.readline()
+        if not first:
+            self._proc = None
+            raise RuntimeError("the zygote died before forking a worker")
+        pid = int(json.loads(first)["pid"])
+        exit_code: queue.Queue[int | None] = queue.Queue()
+        ended = threading.Event()
+
+        def reap() -> None:
+            line = zygote.stdout.readline() if zygote.stdout else ""
+            try:
+                code: int | None = int(json.loads(line)["status"])
+            except (ValueError, KeyError):
+                code = None  # the zygote died with its child: no status to report
+                self._proc = None
+            exit_code.put(code)
+            ended.set()
+            self._lock.release()
+
+        threading.Thread(target=reap, daemon=True).start()
+        events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=_tail, args=(events_path, events, ended), daemon=True).start()
+        result: list[int | None] = []
+
+        def wait(timeout: float) -> int | None:
+            if not result:
+                try:
+                    result.append(exit_code.get(timeout=timeout))
+                except queue.Empty:
+                    return None
+            code = result[0]
+            return -9 if code is None else code
+
+        return Launched(pid, events, wait)
+
+
+def _tail(path: Path, events: queue.Queue[dict[str, Any] | None], ended: threading.Event) -> None:
+    """Follow the events file until the child has ended and everything written was read."""
+    with path.open("r", encoding="utf-8") as f:
+        buffer = ""
+        while True:
+            chunk = f.read()
+            if chunk:
+                buffer += chunk
+                *lines, buffer = buffer.split("\n")
+                for line in lines:
+                    try:
+                        events.put(json.loads(line))
+                    except ValueError:
+                        continue
+                continue
+            if ended.is_set():
+                break
+            time.sleep(_TAIL_POLL_S)
+    events.put(None)
