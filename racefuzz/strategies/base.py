@@ -12,8 +12,13 @@ An overlap group is checked against the state at the group's start as well as in
 steps released together behind a barrier may run in any order, so none may depend on another
 (no `run` of a session created in the same group, no `copy` beside the first `create`).
 
-This module does not choose *which* step to take (that is each strategy's business) and it does
-not run anything.
+It is also at least as strict as `problems` without the target's library map, which is what
+`loads()` checks: an op of ORT's own EP still waits for some library to be registered, so that
+every generated schedule survives a JSON round trip.
+
+`repair` (keep what still fits) and `behaviour` (coarse features of a run, to tell a run that
+did something new) serve the mutator and the portfolio. This module does not choose *which*
+step to take (that is each strategy's business) and it does not run anything.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ class State:
     sessions: dict[str, Live] = field(default_factory=dict)  # alive only
     values: dict[str, Live] = field(default_factory=dict)  # alive only
     created_any: bool = False
-    history: list[list[int]] = field(default_factory=list)  # per thread: indices into steps
+    history: list[list[int]] = field(default_factory=list)  # per thread: its indices into steps
     names: set[str] = field(default_factory=set)  # every session/value name used so far
     groups_used: set[int] = field(default_factory=set)
     # The state when the trailing overlap group began; None when the last step is not grouped.

@@ -33,7 +33,8 @@ class Space:
     max_threads: int = 4
     max_steps: int = 24
     ops: frozenset[Op] = frozenset(Op)
-    max_sessions: int = 4  # alive at once
+    # Alive at once, as walks keep it; PCT's reordering and mutation may go a little over.
+    max_sessions: int = 4
     max_values: int = 2  # device values alive at once
     lifecycle: bool = True  # unregister and re-register may appear mid-schedule
     groups: bool = True  # overlap groups may be generated
