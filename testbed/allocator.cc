@@ -1,0 +1,67 @@
+#include "allocator.h"
+
+#include <string>
+
+#include "backends/backend.h"
+#include "factory.h"
+#include "status.h"
+#include "trace.h"
+
+namespace testbed {
+
+BackendAllocator::BackendAllocator(TestbedFactory& factory, Backend* bound, AllocatorOwner owner)
+    : OrtAllocator{}, factory_(factory), bound_(bound), owner_(owner) {
+  version = ORT_API_VERSION;
+  Alloc = AllocImpl;
+  Free = FreeImpl;
+  Info = InfoImpl;
+  Reserve = AllocImpl;  // no arena behind it: a reservation is an allocation
+  factory_.Ref();
+}
+
+BackendAllocator::~BackendAllocator() { factory_.Unref(); }
+
+Backend* BackendAllocator::Resolve() const {
+  // gpu_ep::Allocator::GetBackendAllocator(): re-read the shared slot on every call. The seed kept
+  // this lazy on purpose for the factory allocator (shared, no session to pin to); B4 is what
+  // happens when sessions use it too.
+  return bound_ != nullptr ? bound_ : slot::CurrentAllocatorBackend();
+}
+
+void* ORT_API_CALL BackendAllocator::AllocImpl(OrtAllocator* this_ptr, size_t size) noexcept {
+  auto* self = static_cast<BackendAllocator*>(this_ptr);
+  try {
+    Backend* backend = self->Resolve();
+    if (backend == nullptr) {
+      self->factory_.LogError(
+          "RacefuzzTestbed: no backend has been selected yet; create a session before allocating device memory.");
+      return nullptr;
+    }
+    std::string error;
+    void* p = backend->Alloc(size, error);
+    if (p == nullptr) {
+      self->factory_.LogError(error);
+      return nullptr;
+    }
+    const bool misroute = self->owner_.session_backend != nullptr && self->owner_.session_backend != backend;
+    const char* session_backend = self->owner_.session_backend ? self->owner_.session_backend->name() : nullptr;
+    trace::Alloc(backend->name(), self->owner_.session, session_backend, size, misroute);
+    return p;
+  } catch (...) {
+    return nullptr;  // ORT turns a null allocation into its own error
+  }
+}
+
+void ORT_API_CALL BackendAllocator::FreeImpl(OrtAllocator* this_ptr, void* p) noexcept {
+  auto* self = static_cast<BackendAllocator*>(this_ptr);
+  if (p == nullptr) return;
+  // Following the slot, this may be the wrong backend: the free is then ignored and the memory
+  // leaks, which is what a mis-routed hipFree or DML release does.
+  if (Backend* backend = self->Resolve()) backend->Free(p);
+}
+
+const OrtMemoryInfo* ORT_API_CALL BackendAllocator::InfoImpl(const OrtAllocator* this_ptr) noexcept {
+  return static_cast<const BackendAllocator*>(this_ptr)->factory_.memory_info();
+}
+
+}  // namespace testbed

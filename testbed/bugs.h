@@ -1,0 +1,30 @@
+// Fault injection: which of the seed's historic behaviours are switched back on.
+//
+// RACEFUZZ_TESTBED_BUGS=B1,B3 is read once, when the library is loaded; with nothing set the EP
+// is the seed's final fixed design. Code paths ask `Enabled(Bug::kX)` and nothing else: no
+// #ifdefs, no second way to switch a behaviour.
+#pragma once
+
+#include <string>
+
+namespace testbed {
+
+enum class Bug : int {
+  kLatchOnce = 1,        // B1: pre-3fb9104, DataTransfer latches the first backend forever
+  kEagerSnapshot,        // B2: 3fb9104, each DataTransfer snapshots the slot in its constructor
+  kLazyReresolve,        // B3: per-session DataTransfer re-reads the global slot on every use
+  kAllocatorFollowsSlot, // B4: no OrtEp::CreateAllocator; the factory allocator re-reads the slot
+  kThreadLocalSlot,      // B5: the rejected per-thread design: slot and session state thread_local
+  kNullHookIsSuccess,    // B6: EP_CALL_S treats a null backend allocator hook as success
+  kNoComputeSync,        // B7: no per-Compute sync (#86), D2H not ordered on the stream
+  kTornSlotWrite,        // B8: the slot is two fields written one after the other
+};
+
+inline constexpr int kBugCount = 8;
+
+bool Enabled(Bug bug);
+
+// "B1,B3" style list of the switches in force, for logs.
+std::string EnabledList();
+
+}  // namespace testbed

@@ -1,0 +1,56 @@
+// OrtEp: one per session. Claims whole graphs of MatMul/Add/Mul/Relu, compiles them to Programs
+// and launches them on the session's backend.
+//
+// In the fixed design everything a session does resolves through per-EP state captured at
+// CreateEp (backend_, allocator_backend_, stream_), never through the factory's shared slot:
+// that is the seed's final answer to AIRADSW-750 and to the two-session reports. The bug switches
+// that reintroduce shared or per-thread state do it here (B4, B5, B6, B7) or in the factory (B8).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels.h"
+#include "onnxruntime_c_api.h"
+
+namespace testbed {
+
+class Backend;
+class SessionStream;
+class TestbedFactory;
+
+class TestbedEp : public OrtEp {
+ public:
+  TestbedEp(TestbedFactory& factory, Backend* backend, Backend* allocator_backend, int64_t session);
+  ~TestbedEp();
+  TestbedEp(const TestbedEp&) = delete;
+  TestbedEp& operator=(const TestbedEp&) = delete;
+
+  // Runs one compiled partition for ORT's kernel context.
+  OrtStatus* Compute(const std::shared_ptr<const Program>& program, OrtKernelContext* context);
+
+ private:
+  static const char* ORT_API_CALL GetNameImpl(const OrtEp* this_ptr) noexcept;
+  static OrtStatus* ORT_API_CALL GetCapabilityImpl(OrtEp* this_ptr, const OrtGraph* graph,
+                                                   OrtEpGraphSupportInfo* graph_support_info) noexcept;
+  static OrtStatus* ORT_API_CALL CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const OrtNode** fused_nodes,
+                                             size_t count, OrtNodeComputeInfo** node_compute_infos,
+                                             OrtNode** ep_context_nodes) noexcept;
+  static void ORT_API_CALL ReleaseNodeComputeInfosImpl(OrtEp* this_ptr, OrtNodeComputeInfo** node_compute_infos,
+                                                       size_t num_node_compute_infos) noexcept;
+  static OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEp* this_ptr, const OrtMemoryInfo* memory_info,
+                                                     OrtAllocator** allocator) noexcept;
+  static OrtStatus* ORT_API_CALL CreateSyncStreamForDeviceImpl(OrtEp* this_ptr, const OrtMemoryDevice* memory_device,
+                                                               OrtSyncStreamImpl** stream) noexcept;
+
+  // The backend this thread launches work for this session on (B5 changes the answer).
+  Backend* LaunchBackend() const;
+
+  TestbedFactory& factory_;
+  Backend* const backend_;            // compute and this session's DataTransfer
+  Backend* const allocator_backend_;  // this session's allocations
+  const int64_t session_;
+  std::shared_ptr<SessionStream> stream_;
+};
+
+}  // namespace testbed

@@ -1,0 +1,321 @@
+#include "factory.h"
+
+#include <chrono>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "allocator.h"
+#include "backends/backend.h"
+#include "bugs.h"
+#include "data_transfer.h"
+#include "ep.h"
+#include "status.h"
+#include "stream.h"
+
+#if defined(_WIN32)
+#include <windows.h>
+#else
+#include <dlfcn.h>
+#endif
+
+namespace testbed {
+
+// ---- The slot: ProviderFactory::backend_ep_factory_ ----------------------------------------
+namespace slot {
+namespace {
+
+// B8 widens the window between the two plain stores so that two sessions constructed at once
+// on two threads interleave inside it within a few tries.
+constexpr std::chrono::milliseconds kTornWriteWindow{10};
+
+struct Fields {
+  std::atomic<Backend*> backend{nullptr};
+  std::atomic<Backend*> allocator{nullptr};
+};
+
+Fields g_fields;
+thread_local Fields t_fields;
+std::mutex g_mutex;
+
+// B5, the rejected per-thread design: each thread has its own slot.
+Fields& Current() { return Enabled(Bug::kThreadLocalSlot) ? t_fields : g_fields; }
+
+}  // namespace
+
+void Publish(Backend* backend) {
+  Fields& fields = Current();
+  if (Enabled(Bug::kTornSlotWrite)) {
+    // B8: two fields written one after the other, no lock. A CreateEp on another thread that
+    // lands between them leaves a backend of one session next to the allocator of the other.
+    fields.backend.store(backend);
+    std::this_thread::sleep_for(kTornWriteWindow);
+    fields.allocator.store(backend);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  fields.backend.store(backend);
+  fields.allocator.store(backend);
+}
+
+void Read(Backend*& backend, Backend*& allocator_backend) {
+  Fields& fields = Current();
+  if (Enabled(Bug::kTornSlotWrite)) {
+    backend = fields.backend.load();
+    allocator_backend = fields.allocator.load();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  backend = fields.backend.load();
+  allocator_backend = fields.allocator.load();
+}
+
+Backend* CurrentBackend() {
+  Backend* backend = nullptr;
+  Backend* allocator_backend = nullptr;
+  Read(backend, allocator_backend);
+  return backend;
+}
+
+Backend* CurrentAllocatorBackend() {
+  Backend* backend = nullptr;
+  Backend* allocator_backend = nullptr;
+  Read(backend, allocator_backend);
+  return allocator_backend;
+}
+
+}  // namespace slot
+
+// ---- Per-thread state --------------------------------------------------------------------------
+namespace {
+
+thread_local SessionBinding t_binding;
+thread_local std::unordered_map<int64_t, Backend*> t_session_backends;  // B5 only
+std::atomic<int64_t> g_last_session{0};    // session ids: 1, 2, 3... in CreateEp order, per process
+std::atomic<uint64_t> g_last_generation{0};
+
+}  // namespace
+
+const SessionBinding* BindingOnThisThread(uint64_t generation) {
+  return t_binding.factory_generation == generation ? &t_binding : nullptr;
+}
+
+Backend* SessionBackendOnThisThread(int64_t session) {
+  auto it = t_session_backends.find(session);
+  return it == t_session_backends.end() ? nullptr : it->second;
+}
+
+bool IsTestbedMemory(const OrtMemoryDevice* device) {
+  return device != nullptr && EpApi().MemoryDevice_GetDeviceType(device) == OrtMemoryInfoDeviceType_GPU &&
+         EpApi().MemoryDevice_GetVendorId(device) == kVendorId && EpApi().MemoryDevice_GetDeviceId(device) == 0 &&
+         EpApi().MemoryDevice_GetMemoryType(device) == OrtDeviceMemoryType_DEFAULT;
+}
+
+void PinThisLibrary() {
+#if defined(_WIN32)
+  HMODULE module = nullptr;
+  GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
+                     reinterpret_cast<LPCWSTR>(&PinThisLibrary), &module);
+#else
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&PinThisLibrary), &info) != 0 && info.dli_fname != nullptr) {
+    // The extra reference is never dropped, and RTLD_NODELETE makes dlclose a no-op anyway.
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  }
+#endif
+}
+
+// ---- The factory -------------------------------------------------------------------------------
+
+TestbedFactory* TestbedFactory::Create(const OrtLogger* default_logger, OrtStatus** status) {
+  auto* factory = new TestbedFactory(default_logger);
+  *status = Api().CreateMemoryInfo_V2("RacefuzzTestbed GPU", OrtMemoryInfoDeviceType_GPU, kVendorId, 0,
+                                      OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &factory->memory_info_);
+  if (*status != nullptr) {
+    factory->Unref();
+    return nullptr;
+  }
+  return factory;
+}
+
+TestbedFactory::TestbedFactory(const OrtLogger* default_logger)
+    : OrtEpFactory{}, logger_(default_logger), generation_(++g_last_generation) {
+  ort_version_supported = ORT_API_VERSION;
+  GetName = GetNameImpl;
+  GetVendor = GetVendorImpl;
+  GetVendorId = GetVendorIdImpl;
+  GetVersion = GetVersionImpl;
+  GetSupportedDevices = GetSupportedDevicesImpl;
+  CreateEp = CreateEpImpl;
+  ReleaseEp = ReleaseEpImpl;
+  CreateAllocator = CreateAllocatorImpl;
+  ReleaseAllocator = ReleaseAllocatorImpl;
+  CreateDataTransfer = CreateDataTransferImpl;
+  IsStreamAware = IsStreamAwareImpl;
+  CreateSyncStreamForDevice = CreateSyncStreamForDeviceImpl;
+}
+
+TestbedFactory::~TestbedFactory() {
+  if (hardware_device_ != nullptr) EpApi().ReleaseHardwareDevice(hardware_device_);
+  if (memory_info_ != nullptr) Api().ReleaseMemoryInfo(memory_info_);
+}
+
+void TestbedFactory::Unref() {
+  if (refs_.fetch_sub(1) == 1) delete this;
+}
+
+void TestbedFactory::LogError(const std::string& message) const {
+  if (logger_ == nullptr) return;
+  TakeMessage(Api().Logger_LogMessage(logger_, ORT_LOGGING_LEVEL_ERROR, message.c_str(), ORT_FILE,
+                                      __LINE__, __func__));
+}
+
+const char* ORT_API_CALL TestbedFactory::GetNameImpl(const OrtEpFactory* /*this_ptr*/) noexcept { return kEpName; }
+
+const char* ORT_API_CALL TestbedFactory::GetVendorImpl(const OrtEpFactory* /*this_ptr*/) noexcept {
+  return "racefuzz";
+}
+
+uint32_t ORT_API_CALL TestbedFactory::GetVendorIdImpl(const OrtEpFactory* /*this_ptr*/) noexcept { return kVendorId; }
+
+const char* ORT_API_CALL TestbedFactory::GetVersionImpl(const OrtEpFactory* /*this_ptr*/) noexcept { return "0.1.0"; }
+
+OrtStatus* ORT_API_CALL TestbedFactory::GetSupportedDevicesImpl(OrtEpFactory* this_ptr,
+                                                                const OrtHardwareDevice* const* /*devices*/,
+                                                                size_t /*num_devices*/, OrtEpDevice** ep_devices,
+                                                                size_t max_ep_devices,
+                                                                size_t* num_ep_devices) noexcept {
+  auto* self = static_cast<TestbedFactory*>(this_ptr);
+  *num_ep_devices = 0;
+  TESTBED_API_BEGIN
+  if (max_ep_devices == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(self->device_mutex_);
+  // A virtual GPU of our own, so the EP runs on machines without one; created once.
+  if (self->hardware_device_ == nullptr) {
+    RETURN_IF_ERROR(EpApi().CreateHardwareDevice(OrtHardwareDeviceType_GPU, kVendorId, 0, "racefuzz", nullptr,
+                                                 &self->hardware_device_));
+  }
+  OrtEpDevice* ep_device = nullptr;
+  RETURN_IF_ERROR(EpApi().CreateEpDevice(self, self->hardware_device_, nullptr, nullptr, &ep_device));
+  OrtStatus* status = EpApi().EpDevice_AddAllocatorInfo(ep_device, self->memory_info_);
+  if (status != nullptr) {
+    EpApi().ReleaseEpDevice(ep_device);
+    return status;
+  }
+  ep_devices[0] = ep_device;
+  *num_ep_devices = 1;
+  return nullptr;
+  TESTBED_API_END
+}
+
+OrtStatus* ORT_API_CALL TestbedFactory::CreateEpImpl(OrtEpFactory* this_ptr, const OrtHardwareDevice* const* /*devices*/,
+                                                     const OrtKeyValuePairs* const* /*ep_metadata*/,
+                                                     size_t /*num_devices*/, const OrtSessionOptions* session_options,
+                                                     const OrtLogger* /*logger*/, OrtEp** ep) noexcept {
+  *ep = nullptr;
+  TESTBED_API_BEGIN
+  return static_cast<TestbedFactory*>(this_ptr)->NewEp(session_options, ep);
+  TESTBED_API_END
+}
+
+OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, OrtEp** ep) {
+  // Provider options reach us as session config entries named ep.<lower-cased ep name>.<key>.
+  constexpr const char* kKey = "ep.racefuzztestbed.profile";
+  int has_profile = 0;
+  RETURN_IF_ERROR(Api().HasSessionConfigEntry(session_options, kKey, &has_profile));
+  RETURN_ERROR_IF(!has_profile, "RacefuzzTestbed needs the provider option 'profile' ('dml' or 'mgx').");
+  size_t size = 0;
+  RETURN_IF_ERROR(Api().GetSessionConfigEntry(session_options, kKey, nullptr, &size));
+  std::vector<char> value(size + 1, '\0');
+  RETURN_IF_ERROR(Api().GetSessionConfigEntry(session_options, kKey, value.data(), &size));
+  const std::string profile = value.data();
+  Backend* selected = BackendForProfile(profile);
+  RETURN_ERROR_IF(selected == nullptr,
+                  "RacefuzzTestbed: unknown profile '" + profile + "'; expected 'dml' or 'mgx'.");
+
+  const int64_t session = ++g_last_session;
+  // Every CreateEp writes the shared slot, as the seed's SelectBackend did.
+  slot::Publish(selected);
+  Backend* backend = selected;
+  Backend* allocator_backend = selected;
+  if (Enabled(Bug::kTornSlotWrite)) {
+    // B8: the seed's EP captured its backend by reading the slot back (GetBackendFactory()) after
+    // writing it; with the torn write, a concurrent construction makes the two fields disagree.
+    slot::Read(backend, allocator_backend);
+  }
+  t_binding = SessionBinding{generation_, session, backend, allocator_backend};
+  if (Enabled(Bug::kThreadLocalSlot)) t_session_backends[session] = backend;
+  *ep = new TestbedEp(*this, backend, allocator_backend, session);
+  return nullptr;
+}
+
+void ORT_API_CALL TestbedFactory::ReleaseEpImpl(OrtEpFactory* /*this_ptr*/, OrtEp* ep) noexcept {
+  delete static_cast<TestbedEp*>(ep);
+}
+
+OrtStatus* ORT_API_CALL TestbedFactory::CreateAllocatorImpl(OrtEpFactory* this_ptr, const OrtMemoryInfo* memory_info,
+                                                            const OrtKeyValuePairs* /*allocator_options*/,
+                                                            OrtAllocator** allocator) noexcept {
+  auto* self = static_cast<TestbedFactory*>(this_ptr);
+  *allocator = nullptr;
+  TESTBED_API_BEGIN
+  RETURN_ERROR_IF(memory_info != nullptr && !IsTestbedMemory(EpApi().MemoryInfo_GetMemoryDevice(memory_info)),
+                  "RacefuzzTestbed: CreateAllocator was asked for memory this EP does not provide.");
+  // At registration this is the environment's shared allocator; under B4 it also serves the
+  // session whose CreateEp just ran on this thread (tagged so that the trace can name it).
+  AllocatorOwner owner;
+  if (const SessionBinding* binding = BindingOnThisThread(self->generation_)) {
+    owner = AllocatorOwner{binding->session, binding->backend};
+  }
+  *allocator = new BackendAllocator(*self, /*bound: follow the slot*/ nullptr, owner);
+  return nullptr;
+  TESTBED_API_END
+}
+
+void ORT_API_CALL TestbedFactory::ReleaseAllocatorImpl(OrtEpFactory* /*this_ptr*/, OrtAllocator* allocator) noexcept {
+  // ORT releases allocators from both CreateAllocator paths here; they are all BackendAllocators.
+  delete static_cast<BackendAllocator*>(allocator);
+}
+
+OrtStatus* ORT_API_CALL TestbedFactory::CreateDataTransferImpl(OrtEpFactory* this_ptr,
+                                                               OrtDataTransferImpl** data_transfer) noexcept {
+  auto* self = static_cast<TestbedFactory*>(this_ptr);
+  *data_transfer = nullptr;
+  TESTBED_API_BEGIN
+  using Mode = DataTransfer::Mode;
+  if (Enabled(Bug::kLatchOnce)) {
+    *data_transfer = &DataTransfer::SharedLatchOnce();
+    return nullptr;
+  }
+  const SessionBinding* binding = BindingOnThisThread(self->generation_);
+  const int64_t session = binding != nullptr ? binding->session : 0;
+  if (Enabled(Bug::kEagerSnapshot)) {
+    // B2, 3fb9104: snapshot the slot in the constructor. At registration no CreateEp has run, so
+    // instance #1 freezes null.
+    *data_transfer = new DataTransfer(Mode::kFrozen, slot::CurrentBackend(), session);
+  } else if (binding != nullptr && !Enabled(Bug::kLazyReresolve)) {
+    // Fixed: a per-session instance is frozen to its own session's backend, which cannot change.
+    *data_transfer = new DataTransfer(Mode::kFrozen, binding->backend, session);
+  } else {
+    // The registration-time instance stays lazy (compare-and-recreate). B3 makes the per-session
+    // instances lazy too, so they follow whichever session selected a backend last.
+    *data_transfer = new DataTransfer(Mode::kLazy, nullptr, session);
+  }
+  return nullptr;
+  TESTBED_API_END
+}
+
+bool ORT_API_CALL TestbedFactory::IsStreamAwareImpl(const OrtEpFactory* /*this_ptr*/) noexcept { return true; }
+
+OrtStatus* ORT_API_CALL TestbedFactory::CreateSyncStreamForDeviceImpl(OrtEpFactory* /*this_ptr*/,
+                                                                      const OrtMemoryDevice* /*memory_device*/,
+                                                                      const OrtKeyValuePairs* /*stream_options*/,
+                                                                      OrtSyncStreamImpl** stream) noexcept {
+  *stream = nullptr;
+  TESTBED_API_BEGIN
+  *stream = new StreamImpl(nullptr);  // outside any session: every copy on it is synchronous
+  return nullptr;
+  TESTBED_API_END
+}
+
+}  // namespace testbed
