@@ -1,0 +1,403 @@
+"""Report bundles: the folder a finding becomes, ready to attach to a bug ticket.
+
+`write_bundle` creates `<root>/<YYYY-MM-DD>-<signature slug>/` exclusively (`-2`, `-3`, ... when
+the name is taken, so two processes never share one) and writes the JSON facts first:
+`finding.json` (the finding and its reproduction rate), `schedule.json` (minimal),
+`original.json`, `failing_run.json` (a failing run of the minimal schedule, stderr excepted),
+`bundle.json` (target, its spec, shrink statistics), `env.json`, `logs/` (stderr tail, testbed
+trace) and `repro.py`. `report.md` comes last and is exactly `render(bundle)`: the report is a
+pure function of the bundle's JSON, so `racefuzz report DIR` re-renders it byte for byte.
+
+This module decides nothing about findings (the oracles and the shrinker did); it lays out what
+they decided for a person who has not seen racefuzz before.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from racefuzz import envinfo, models
+from racefuzz.errors import RacefuzzError
+from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
+from racefuzz.repro_script import libraries_registered, repro_source
+from racefuzz.schedule import Schedule, dumps, from_json_obj, loads, to_json_obj
+from racefuzz.target import Target
+
+BUNDLE_VERSION = 1
+REPLAYS_SUGGESTED = 20
+TRACE_LINES_SHOWN = 60
+ORIGIN = {
+    "interleaving": "interleaving-induced (its session alone, on the main thread, is fine)",
+    "alone": "fails alone too (its session alone, on the main thread, fails the same way)",
+    "": "not classified",
+}
+
+
+# --- JSON for what the bundle stores ---------------------------------------------------------
+
+
+def run_to_json(run: RunResult) -> dict[str, Any]:
+    """A run as JSON, without `stderr_tail` (the bundle keeps that in logs/)."""
+    d = asdict(run)  # enums are StrEnums: they encode as their values
+    del d["stderr_tail"]
+    d["schedule"] = to_json_obj(run.schedule)
+    d["findings"] = [f.to_json() for f in run.findings]
+    return d
+
+
+def finding_from_json(d: Mapping[str, Any]) -> Finding:
+    known = {f.name for f in fields(Finding)} - {"profiles"}
+    return Finding(**{k: v for k, v in d.items() if k in known}, profiles=tuple(d["profiles"]))
+
+
+def run_from_json(d: Mapping[str, Any], stderr_tail: str = "") -> RunResult:
+    outcomes = tuple(
+        StepOutcome(**{**o, "check": None if o["check"] is None else Check(o["check"])})
+        for o in d["outcomes"]
+    )
+    return RunResult(
+        schedule=from_json_obj(d["schedule"], "failing_run.json"),
+        outcomes=outcomes,
+        exit=Exit(d["exit"]),
+        returncode=d.get("returncode"),
+        signal=d.get("signal"),
+        in_flight=tuple(d.get("in_flight", ())),
+        stacks=d.get("stacks", ""),
+        stderr_tail=stderr_tail,
+        trace=tuple(d.get("trace", ())),
+        seconds=float(d.get("seconds", 0.0)),
+        peak_rss_mb=float(d.get("peak_rss_mb", 0.0)),
+        findings=tuple(finding_from_json(f) for f in d.get("findings", ())),
+    )
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _create_folder(root: Path, base: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        path = root / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()  # exclusive: fails if another process took the name first
+            return path
+        except FileExistsError:
+            n += 1
+
+
+def _jsonable(obj: object) -> object:
+    # For shrink statistics handed over as dataclasses (a shrinker's per-pass counters).
+    return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else str(obj)
+
+
+def _write_json(path: Path, obj: object) -> None:
+    path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+
+
+def write_bundle(
+    root: Path,
+    finding: Finding,
+    original: Schedule,
+    minimal: Schedule,
+    failing_run: RunResult,
+    target: Target,
+    target_spec: str,
+    reproduced: tuple[int, int],
+    shrink_stats: Mapping[str, object] | None = None,
+) -> Path:
+    """Write the bundle for `finding` under `root`; returns its folder."""
+    date = datetime.date.today().isoformat()
+    folder = _create_folder(root, f"{date}-{finding.slug or 'finding'}")
+    k, n = reproduced
+    _write_json(folder / "finding.json", {**finding.to_json(), "reproduction": [k, n]})
+    (folder / "schedule.json").write_text(dumps(minimal), encoding="utf-8")
+    (folder / "original.json").write_text(dumps(original), encoding="utf-8")
+    _write_json(folder / "failing_run.json", run_to_json(failing_run))
+    meta = {
+        "version": BUNDLE_VERSION,
+        "created": date,
+        "target_spec": target_spec,
+        "target": target.to_json(),
+        "shrink": None if shrink_stats is None else dict(shrink_stats),
+    }
+    _write_json(folder / "bundle.json", meta)
+    env = envinfo.collect(target)
+    _write_json(folder / "env.json", env)
+    logs = folder / "logs"
+    logs.mkdir()
+    (logs / "stderr.txt").write_text(failing_run.stderr_tail, encoding="utf-8")
+    if failing_run.trace:
+        lines = [json.dumps(line) for line in failing_run.trace]
+        (logs / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    model_bytes = {m: models.model_bytes(m) for m in sorted(minimal.models())}
+    script = repro_source(minimal, finding, target, model_bytes, version=env["racefuzz"] or "")
+    (folder / "repro.py").write_text(script, encoding="utf-8")
+    (folder / "report.md").write_text(render(folder), encoding="utf-8")
+    return folder
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _text(folder: Path, name: str) -> str:
+    try:
+        return (folder / name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RacefuzzError(f"'{folder}' is not a report bundle (no {name})") from None
+    except OSError as e:
+        raise RacefuzzError(f"cannot read '{folder / name}': {e.strerror}") from None
+
+
+def _read(folder: Path, name: str) -> Any:
+    try:
+        return json.loads(_text(folder, name))
+    except ValueError as e:
+        raise RacefuzzError(f"'{folder / name}' is not valid JSON ({e})") from None
+
+
+def _cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code(text: object) -> str:
+    s = " ".join(str(text).split())
+    tick = "``" if "`" in s else "`"
+    pad = " " if tick == "``" else ""
+    return f"{tick}{pad}{s}{pad}{tick}".replace("|", "\\|")
+
+
+def _fence(text: str, lang: str = "text") -> list[str]:
+    fence = "~~~~" if "```" in text else "```"
+    return [f"{fence}{lang}", text.rstrip("\n"), fence]
+
+
+def timeline(schedule: Schedule, marked: Sequence[int] = ()) -> list[str]:
+    """The schedule as a Markdown table: one column per thread, one row per step."""
+    head = "| # | " + " | ".join(f"thread {t}" for t in range(schedule.threads)) + " |"
+    lines = [head, "|--:|" + ":--|" * schedule.threads]
+    for i, s in enumerate(schedule.steps):
+        cells = [""] * schedule.threads
+        text = _cell(s.describe())
+        if s.group is not None:
+            text += f" *(overlap {s.group})*"
+        if s.jitter_us:
+            text += f" *(+{s.jitter_us} µs)*"
+        cells[s.thread] = f"**{text}** ⟵ failed" if i in marked else text
+        lines.append(f"| {i} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _groups(schedule: Schedule) -> list[str]:
+    spans = [f"steps {a}-{b - 1} (group {schedule.steps[a].group})" for a, b in schedule.groups()]
+    if not spans:
+        return ["No overlap groups: every step runs alone, in the order shown."]
+    return [
+        "Overlap groups (released together behind a barrier, so their native calls truly "
+        "overlap): " + ", ".join(spans) + "."
+    ]
+
+
+def _result_cell(run: RunResult, i: int) -> tuple[str, str]:
+    o = run.outcome(i)
+    if o is None:
+        return (f"**{run.exit} in flight**" if i in run.in_flight else "not run"), ""
+    if not o.ok:
+        status = f"**error**: {_cell(o.message[:160])}"
+    elif o.detail.startswith("skipped"):
+        status = _cell(o.detail)
+    elif o.check is not None and o.check is not Check.OK:
+        status = f"**{o.check}**: {_cell(o.detail)}"
+    else:
+        status = "ok"
+    return status, f"{o.ms:.1f}"
+
+
+def _outcomes(run: RunResult) -> list[str]:
+    how = str(run.exit)
+    if run.exit is not Exit.CLEAN:
+        how += f" ({run.signal or f'exit code {run.returncode}'})"
+        flying = ", ".join(str(i) for i in run.in_flight) or "none"
+        how += f", steps in flight: {flying}"
+    rss = f", peak RSS {run.peak_rss_mb:.0f} MB" if run.peak_rss_mb else ""
+    lines = [f"Worker exit: {how}; {run.seconds:.2f} s{rss}.", ""]
+    lines += ["| # | thread | step | result | ms |", "|--:|--:|:--|:--|--:|"]
+    for i, s in enumerate(run.schedule.steps):
+        status, ms = _result_cell(run, i)
+        lines.append(f"| {i} | {s.thread} | {_cell(s.describe())} | {status} | {ms} |")
+    failed = [o for o in run.outcomes if not o.ok]
+    if failed:
+        lines += ["", "### Messages", ""]
+        for o in failed:
+            step = run.schedule.steps[o.step]
+            lines += [f"Step {o.step} ({step.describe()}, thread {step.thread}):", ""]
+            lines += [*_fence(o.message), ""]
+        lines.pop()
+    return lines
+
+
+def _buffers(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    found = [line[k] for k in ("src", "dst", "buffer") if isinstance(line.get(k), dict)]
+    for key in ("inputs", "outputs"):
+        if isinstance(line.get(key), list):
+            found += [b for b in line[key] if isinstance(b, dict)]
+    return found
+
+
+def explaining_trace(trace: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indices of the trace lines that explain a mis-route, in order.
+
+    The misrouted lines, and for each device buffer they touched, the last `alloc` before them
+    by that buffer's owner (of the same size when the line says one): trace lines carry no
+    buffer ids, so that allocation is the nearest evidence of where the memory came from.
+    """
+    keep: set[int] = set()
+    for i, line in enumerate(trace):
+        if not line.get("misroute"):
+            continue
+        keep.add(i)
+        for owner in {b.get("owner") for b in _buffers(line)} - {None, "host"}:
+            allocs = [
+                j
+                for j in range(i)
+                if trace[j].get("ev") == "alloc" and trace[j].get("owner") == owner
+            ]
+            sized = [j for j in allocs if trace[j].get("bytes") == line.get("bytes")]
+            if sized or allocs:
+                keep.add((sized or allocs)[-1])
+    return sorted(keep)
+
+
+def _trace(run: RunResult) -> list[str]:
+    picked = explaining_trace(run.trace)
+    lines = ["## Trace (testbed, white-box)", ""]
+    if not picked:
+        lines.append(f"{len(run.trace)} trace lines, none mis-routed (all in logs/trace.jsonl).")
+        return lines
+    lines.append(
+        "Lines with `misroute: true`, each after the allocation that made the memory it touched "
+        "(line numbers count from 1 in logs/trace.jsonl):"
+    )
+    lines.append("")
+    body = [f"{i + 1:>6}  {json.dumps(run.trace[i])}" for i in picked[:TRACE_LINES_SHOWN]]
+    if len(picked) > TRACE_LINES_SHOWN:
+        body.append(f"… {len(picked) - TRACE_LINES_SHOWN} more")
+    return lines + _fence("\n".join(body))
+
+
+def _number(v: object) -> str:
+    return f"{v:.1f}" if isinstance(v, float) else _cell(v)
+
+
+def _shrink(stats: Mapping[str, Any] | None, original: Schedule, minimal: Schedule) -> list[str]:
+    lines = ["## Shrinking", "", "| | original | minimal |", "|:--|--:|--:|"]
+    lines.append(f"| steps | {len(original.steps)} | {len(minimal.steps)} |")
+    lines.append(f"| threads | {original.threads} | {minimal.threads} |")
+    lines.append(
+        f"| overlap groups | {len(list(original.groups()))} | {len(list(minimal.groups()))} |"
+    )
+    used = [", ".join(sorted(s.models())) or "-" for s in (original, minimal)]
+    lines.append(f"| models | {used[0]} | {used[1]} |")
+    if stats is None:
+        return [*lines, "", "No shrink statistics were recorded."]
+    raw = stats.get("passes") or []
+    passes = [{"name": k, **v} for k, v in raw.items()] if isinstance(raw, Mapping) else list(raw)
+    columns = [c for p in passes for c in p if c != "name"]
+    columns = list(dict.fromkeys(columns))
+    if passes:
+        lines += ["", "| pass | " + " | ".join(columns) + " |", "|:--|" + "--:|" * len(columns)]
+        for p in passes:
+            cells = [_number(p.get(c, "")) for c in columns]
+            lines.append(f"| {_cell(p.get('name', '?'))} | " + " | ".join(cells) + " |")
+    rest = [(k, v) for k, v in stats.items() if k != "passes" and not isinstance(v, dict | list)]
+    if rest:
+        lines.append("")
+        lines += [f"- {_cell(k)}: {_number(v)}" for k, v in rest]
+    return lines
+
+
+def _commands(meta: Mapping[str, Any], minimal: Schedule) -> list[str]:
+    target = Target.from_json(meta["target"])
+    replay = f"racefuzz replay schedule.json --target {shlex.quote(meta['target_spec'])}"
+    names = libraries_registered(minimal, target)
+    paths = {lib.name: str(lib.path) for lib in target.libraries}
+    if len(names) == 1:
+        repro = f"python repro.py {shlex.quote(paths[names[0]])}"
+    else:
+        repro = "python repro.py" + "".join(
+            f" --library {shlex.quote(f'{n}={paths[n]}')}" for n in names
+        )
+    return _fence(f"{replay} --times {REPLAYS_SUGGESTED}\n{repro}", "sh")
+
+
+def render(bundle_dir: Path) -> str:
+    """report.md for a bundle, from its JSON files only."""
+    d = bundle_dir
+    raw_finding = _read(d, "finding.json")
+    finding = finding_from_json(raw_finding)
+    k, n = raw_finding["reproduction"]
+    meta = _read(d, "bundle.json")
+    minimal = loads(_text(d, "schedule.json"), str(d / "schedule.json"))
+    original = loads(_text(d, "original.json"), str(d / "original.json"))
+    run = run_from_json(_read(d, "failing_run.json"))
+    env = _read(d, "env.json")
+    marked = run.in_flight if finding.kind in ("crash", "hang", "leak") else ()
+    if finding.step is not None and not marked:
+        marked = (finding.step,)
+    rate = f"{k} of {n} replays" + (f" ({100 * k / n:.0f}%)" if n else "")
+    out = [f"# {finding.kind} in `{finding.op}`: {_cell(finding.message)}", ""]
+    out += ["| | |", "|:--|:--|"]
+    out += [
+        f"| kind | {_code(finding.kind)} |",
+        f"| op | {_code(finding.op)} |",
+        f"| profiles | {', '.join(_code(p) for p in finding.profiles) or '-'} |",
+        f"| message (normalised) | {_code(finding.message)} |",
+        f"| origin | {ORIGIN.get(finding.origin, _cell(finding.origin))} |",
+        f"| reproduced | {rate} of the minimal schedule |",
+        f"| target | {_code(meta['target_spec'])} |",
+        f"| found | {meta['created']} |",
+        f"| signature | {_code(finding.signature)} |",
+        "",
+        "Raw message:",
+        "",
+        *_fence(finding.raw or "(none)"),
+        "",
+        "## Minimal schedule",
+        "",
+        f"{len(minimal.steps)} steps on {minimal.threads} threads "
+        f"(shrunk from {len(original.steps)} steps on {original.threads} threads). Steps run top "
+        "to bottom, one at a time, each on its thread.",
+        "",
+        *timeline(minimal, marked),
+        "",
+        *_groups(minimal),
+        "",
+        "## A failing run, step by step",
+        "",
+        *_outcomes(run),
+    ]
+    if run.stacks:
+        out += ["", "## Stacks of every thread (faulthandler)", "", *_fence(run.stacks)]
+    if run.trace:
+        out += ["", *_trace(run)]
+    out += ["", *_shrink(meta.get("shrink"), original, minimal), "", "## Environment", ""]
+    out += [f"- {_cell(line)}" for line in envinfo.summary(env)]
+    out += ["", "Everything else is in env.json."]
+    out += ["", "## Files", ""]
+    out += [
+        "- `schedule.json`: the minimal schedule; `original.json`: the schedule as found",
+        "- `repro.py`: stand-alone replay (needs only onnxruntime and numpy)",
+        "- `finding.json`, `failing_run.json`, `bundle.json`, `env.json`: the facts this "
+        "report is rendered from (`racefuzz report DIR` re-renders it)",
+        "- `logs/stderr.txt`: stderr of the failing run"
+        + (", `logs/trace.jsonl`: its full trace" if run.trace else ""),
+    ]
+    out += ["", "## Replay it", "", *_commands(meta, minimal)]
+    return "\n".join(out) + "\n"

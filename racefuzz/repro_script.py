@@ -1,0 +1,416 @@
+"""Builds `repro.py`: a stand-alone script that replays one finding on a machine without racefuzz.
+
+An EP developer receiving a ticket has onnxruntime, numpy and their own EP build, not racefuzz,
+so the script embeds all a replay needs: the source of racefuzz's worker ops and sequencer (exec'd
+into module namespaces: the replay runs the code racefuzz ran, not a hand-written copy), that of
+`oracles.normalise`, the schedule, the resolved profiles, the models (base64 ONNX), the target's
+environment and the finding's kind, op and normalised message.
+
+Each replay runs in a child process (`repro.py --child`), so a crash or a hang is observed, not
+fatal; the parent judges each replay and exits 1 if the finding reproduced at least once, 0 if
+not, 2 for bad arguments. The target's environment variables apply only where the caller's
+environment does not set them: `RACEFUZZ_TESTBED_BUGS= python repro.py ...` runs the testbed's
+fixed design.
+
+This module only builds text; it never runs the script.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import inspect
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from racefuzz import oracles
+from racefuzz.outcome import Finding
+from racefuzz.schedule import Op, Schedule, to_json_obj
+from racefuzz.target import Target
+from racefuzz.worker import ops, sequencer
+
+DEFAULT_TIMES = 20
+_FINDING = ("kind", "op", "message", "raw")  # what the script judges replays by, and shows
+
+# The script's logic. `@@NAME@@` markers are filled by `repro_source`; the data constants come
+# last so that a reader meets the logic first. It must run on Python >= 3.10 with only
+# onnxruntime and numpy installed.
+_TEMPLATE = r'''#!/usr/bin/env python3
+"""racefuzz reproduction: @@TITLE@@
+
+Usage: python repro.py@@USAGE@@ [--times N] [--step-timeout S] [--seed N]
+
+Needs Python >= 3.10, onnxruntime and numpy only. Each replay runs the schedule in a child
+process, on real threads in the exact order written, with racefuzz's own sequencer and ops
+(embedded below). Exit code: 1 if the finding reproduced at least once, 0 if not, 2 for bad
+arguments. The target's environment (TARGET_ENV) applies only to variables the caller's
+environment does not set, so `NAME= python repro.py ...` overrides one.
+"""
+
+from __future__ import annotations
+
+import argparse, base64, json, linecache, os, queue, signal, subprocess, sys, tempfile
+import threading, time, types
+
+GRACE_S = 1.5  # after a step timeout: time for the child's stack dump to reach stderr
+
+
+class Usage(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise Usage(message)
+
+
+def load_module(name, source):
+    filename = f"<repro.py: embedded {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module  # dataclasses looks the module up while building classes
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def child():
+    import faulthandler
+
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    sys.stdout.flush()
+    fd = os.dup(1)  # events go to the real stdout; native prints to fd 1 go to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    out, lock = os.fdopen(fd, "w", encoding="utf-8", buffering=1), threading.Lock()
+
+    def send(event):
+        with lock:
+            out.write(json.dumps(event, default=str) + "\n")
+            out.flush()
+
+    job = json.loads(sys.stdin.read())
+    ops = load_module("racefuzz_ops", OPS_SOURCE)
+    seq = load_module("racefuzz_sequencer", SEQUENCER_SOURCE)
+    profiles = {n: ops.Profile.from_json(n, d) for n, d in PROFILES.items()}
+    runtime = ops.Runtime(job["libraries"], profiles, job["models"], job["seed"])
+    steps = SCHEDULE["steps"]
+
+    def run_step(i):
+        faulthandler.dump_traceback_later(job["step_timeout"], exit=False, file=sys.stderr)
+        send({"ev": "start", "step": i})
+        t0 = time.perf_counter()
+        outcome = runtime.step(i, steps[i])
+        outcome["ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        send({"ev": "done", "step": i, **outcome})
+
+    slots = [seq.Slot(s["thread"], s.get("group"), int(s.get("jitter_us", 0))) for s in steps]
+    send({"ev": "ready"})
+    seq.Sequencer(slots, SCHEDULE["threads"], run_step).run()
+    faulthandler.cancel_dump_traceback_later()
+    send({"ev": "end"})
+    sys.stderr.flush()
+    os._exit(0)  # skip teardown: a crash there is not what this schedule is about
+
+
+def replay(job, env, step_timeout):
+    """Run the schedule once in a child: (events, returncode, hung, stderr text)."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--child"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+        )
+        events = queue.Queue()
+
+        def pump():
+            for raw in proc.stdout:
+                try:
+                    events.put(json.loads(raw))
+                except ValueError:
+                    pass  # a torn last line from a dying child
+            events.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except OSError:
+            pass  # the child died before reading; its exit status says why
+        seen, hung, last = [], False, time.monotonic()
+        while True:
+            try:
+                event = events.get(timeout=0.25)
+            except queue.Empty:
+                if time.monotonic() - last > step_timeout + GRACE_S:
+                    hung = True
+                    proc.kill()
+                    break
+                continue
+            if event is None:
+                break
+            seen.append(event)
+            last = time.monotonic()
+        returncode = proc.wait()
+        err.seek(0)
+        return seen, returncode, hung, err.read().decode("utf-8", "replace")
+
+
+def child_env(environ):
+    """The child's environment: the target's variables, except where the caller set them."""
+    env = {**TARGET_ENV, **environ}
+    env["PYTHONFAULTHANDLER"] = "1"
+    return env
+
+
+def how_it_died(returncode):
+    if returncode < 0 and -returncode in signal.valid_signals():
+        return signal.Signals(-returncode).name
+    return f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
+
+
+def verdict(events, returncode, hung, trace_path, normalise):
+    """(reproduced, what this replay did) for one replay."""
+    steps, kind, op = SCHEDULE["steps"], FINDING["kind"], FINDING["op"]
+    done = {e["step"]: e for e in events if e.get("ev") == "done"}
+    started = {e["step"] for e in events if e.get("ev") == "start"}
+    in_flight = sorted(started - set(done))
+    ended = any(e.get("ev") == "end" for e in events)
+    flying = ", ".join(f"step {i} ({steps[i]['op']})" for i in in_flight) or "no step"
+    problems = []
+    for i in sorted(done):
+        e, step_op = done[i], steps[i]["op"]
+        if not e.get("ok"):
+            message = e.get("message", "")
+            if kind == "error" and step_op == op and normalise(message) == FINDING["message"]:
+                return True, f"error at step {i} ({step_op}): {message}"
+            problems.append(f"error at step {i} ({step_op}): {message}")
+        elif e.get("check") not in (None, "ok"):
+            if e["check"] == kind and step_op == op:
+                return True, f"{kind} at step {i} ({step_op}): {e.get('detail', '')}"
+            problems.append(f"{e['check']} at step {i} ({step_op}): {e.get('detail', '')}")
+    if hung or not ended or returncode != 0:
+        died = "hang" if hung else "crash"
+        what = "hang" if hung else f"crash ({how_it_died(returncode)})"
+        ops_in_flight = {steps[i]["op"] for i in in_flight}
+        same_op = bool(ops_in_flight & set(op.split("+"))) or (op == "none" and not in_flight)
+        return kind == died and same_op, f"{what} with {flying} in flight"
+    if kind == "misroute" and trace_path and os.path.exists(trace_path):
+        with open(trace_path, encoding="utf-8", errors="replace") as f:
+            lines = [json.loads(x) for x in f if x.strip().startswith("{")]
+        bad = [x for x in lines if x.get("misroute") and x.get("ev") == op]
+        if bad:
+            return True, f"misroute: {json.dumps(bad[0])}"
+    if problems:
+        return False, "something else: " + "; ".join(problems)
+    return False, f"clean: all {len(steps)} steps ok"
+
+
+def parse_libraries(args):
+    named = {}
+    for item in args.named:
+        name, eq, path = item.partition("=")
+        if not eq or name not in LIBRARIES:
+            known = ", ".join(LIBRARIES) or "none"
+            raise Usage(f"--library wants NAME=PATH with NAME one of: {known}")
+        named[name] = path
+    if args.paths:
+        if not LIBRARIES:
+            raise Usage("this schedule registers no EP library: give no library path")
+        if len(LIBRARIES) > 1 or len(args.paths) > 1:
+            raise Usage(f"give each EP library as --library NAME=PATH ({', '.join(LIBRARIES)})")
+        named[LIBRARIES[0]] = args.paths[0]
+    for name in LIBRARIES:
+        if name not in named:
+            raise Usage(f"missing the path to EP library '{name}' (usage: repro.py@@USAGE@@)")
+        if not os.path.isfile(named[name]):
+            raise Usage(f"EP library '{named[name]}' not found")
+    return {name: os.path.abspath(path) for name, path in named.items()}
+
+
+def main(argv):
+    parser = Parser(prog="repro.py", description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", metavar="PATH_TO_EP_LIBRARY")
+    parser.add_argument("--library", dest="named", action="append", default=[],
+                        metavar="NAME=PATH", help="one EP library, by the name steps use")
+    parser.add_argument("--times", type=int, default=@@TIMES@@, help="replays (default @@TIMES@@)")
+    parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT, metavar="S")
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of the random inputs")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    try:
+        args = parser.parse_args(argv)
+        if args.child:
+            child()
+        if args.times < 1 or args.step_timeout <= 0:
+            raise Usage("--times must be at least 1 and --step-timeout positive")
+        libraries = parse_libraries(args)
+    except Usage as e:
+        print(f"repro.py: error: {e}", file=sys.stderr)
+        return 2
+    normalise = load_module("racefuzz_normalise", NORMALISE_SOURCE).normalise
+    env = child_env(os.environ)
+    print(f"racefuzz repro: {FINDING['kind']} in {FINDING['op']}: {FINDING['message']}")
+    print(TIMELINE)
+    hits = 0
+    with tempfile.TemporaryDirectory(prefix="racefuzz-repro-") as tmp:
+        models = {}
+        for k, (name, data) in enumerate(sorted(MODELS.items())):
+            models[name] = os.path.join(tmp, f"model{k}.onnx")
+            with open(models[name], "wb") as f:
+                f.write(base64.b64decode(data))
+        job = {"libraries": libraries, "models": models, "seed": args.seed,
+               "step_timeout": args.step_timeout}
+        shown = False
+        for n in range(1, args.times + 1):
+            trace = None
+            if TRACE and "RACEFUZZ_TESTBED_TRACE" not in os.environ:
+                trace = env["RACEFUZZ_TESTBED_TRACE"] = os.path.join(tmp, f"trace{n}.jsonl")
+            events, returncode, hung, stderr = replay(job, env, args.step_timeout)
+            if not any(e.get("ev") == "ready" for e in events) and not hung:
+                tail = (stderr.strip().splitlines() or ["no output"])[-1]
+                print(f"repro.py: error: the replay process failed to start: {tail}",
+                      file=sys.stderr)
+                return 2
+            ok, what = verdict(events, returncode, hung, trace, normalise)
+            hits += ok
+            print(f"replay {n}/{args.times}: {'REPRODUCED' if ok else 'not reproduced'}: {what}")
+            if (hung or returncode != 0) and not shown and stderr.strip():
+                shown = True
+                print("  stderr (last 40 lines):")
+                print("\n".join("    " + x for x in stderr.strip().splitlines()[-40:]))
+    print(f"reproduced {hits}/{args.times}")
+    return 1 if hits else 0
+
+
+# --- the finding and what replays it (generated by racefuzz @@VERSION@@) ---------------------
+
+FINDING = json.loads(@@FINDING@@)
+TIMELINE = @@TIMELINE@@
+SCHEDULE = json.loads(@@SCHEDULE@@)
+PROFILES = json.loads(@@PROFILES@@)
+LIBRARIES = @@LIBRARIES@@  # the EP libraries the schedule registers, by the name its steps use
+TARGET_ENV = json.loads(@@ENV@@)
+TRACE = @@TRACE@@  # the testbed's white-box trace (for `misroute` findings)
+STEP_TIMEOUT = @@STEP_TIMEOUT@@
+SEED = @@SEED@@
+MODELS = {  # ONNX models, base64
+@@MODELS@@
+}
+
+# racefuzz/oracles.py: normalise
+NORMALISE_SOURCE = @@NORMALISE@@
+
+# racefuzz/worker/sequencer.py
+SEQUENCER_SOURCE = @@SEQUENCER@@
+
+# racefuzz/worker/ops.py
+OPS_SOURCE = @@OPS@@
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+'''
+
+
+def literal(text: str) -> str:
+    """A Python literal for `text`: a raw triple-quoted string when that reads back exactly."""
+    candidate = f"r'''{text}'''"
+    try:
+        if ast.literal_eval(candidate) == text:
+            return candidate
+    except (SyntaxError, ValueError):
+        pass  # e.g. the text holds ''' or ends with a quote or a backslash
+    return repr(text)
+
+
+def normalise_source() -> str:
+    """`oracles.normalise` and the compiled patterns it reads, as a stand-alone module."""
+    lines = ["import re", ""]
+    for name in oracles.normalise.__code__.co_names:
+        value = getattr(oracles, name, None)
+        if isinstance(value, re.Pattern):
+            flags = value.flags & ~re.UNICODE
+            extra = f", {re.RegexFlag(flags)!r}" if flags else ""
+            lines.append(f"{name} = re.compile({value.pattern!r}{extra})")
+    return "\n".join(lines) + "\n\n\n" + inspect.getsource(oracles.normalise)
+
+
+def libraries_registered(schedule: Schedule, target: Target) -> list[str]:
+    """The target's libraries the schedule registers (all of them for a bare `register`)."""
+    named = {s.library for s in schedule.steps if s.op in (Op.REGISTER, Op.UNREGISTER)}
+    return [lib.name for lib in target.libraries if None in named or lib.name in named]
+
+
+def text_timeline(schedule: Schedule, failing_step: int | None = None) -> str:
+    """A plain-text table, one column per thread, for terminals and the script's output."""
+    rows = [["#", *(f"thread {t}" for t in range(schedule.threads))]]
+    for i, s in enumerate(schedule.steps):
+        cells = [""] * schedule.threads
+        text = s.describe()
+        if s.group is not None:
+            text += f" [overlap {s.group}]"
+        if s.jitter_us:
+            text += f" (+{s.jitter_us}us)"
+        if i == failing_step:
+            text += " <- failed"
+        cells[s.thread] = text
+        rows.append([str(i), *cells])
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def usage(libraries: list[str]) -> str:
+    """The library arguments of the usage line, each with a leading space ('' for none)."""
+    if len(libraries) == 1:
+        return " PATH_TO_EP_LIBRARY"
+    return "".join(f" --library {name}=PATH" for name in libraries)
+
+
+def repro_source(
+    schedule: Schedule,
+    finding: Finding,
+    target: Target,
+    models: Mapping[str, bytes],
+    *,
+    seed: int = 0,
+    step_timeout: float = 20.0,
+    version: str = "",
+) -> str:
+    """The text of `repro.py` for `finding` seen on `schedule` against `target`.
+
+    `models` maps each model name the schedule uses to its ONNX bytes; `seed` is the seed of
+    the random inputs of the failing run (racefuzz's default is 0).
+    """
+    missing = sorted(schedule.models() - set(models))
+    if missing:
+        raise ValueError(f"repro_source needs the bytes of model '{missing[0]}'")
+    libraries = libraries_registered(schedule, target)
+    profiles = {name: target.profile(name).to_json() for name in sorted(schedule.profiles())}
+    encoded = [
+        f"    {name!r}: {literal(base64.encodebytes(models[name]).decode('ascii'))},"
+        for name in sorted(schedule.models())
+    ]
+    title = f"{finding.kind} in {finding.op}: {finding.message}"  # it lands in a docstring
+    fills: dict[str, Any] = {
+        "TITLE": title.replace("\\", "\\\\").replace('"""', "'''"),
+        "USAGE": usage(libraries),
+        "VERSION": version,
+        "TIMES": DEFAULT_TIMES,
+        "FINDING": literal(json.dumps({k: getattr(finding, k) for k in _FINDING}, indent=1)),
+        "TIMELINE": literal(text_timeline(schedule, finding.step)),
+        "SCHEDULE": literal(json.dumps(to_json_obj(schedule), indent=1)),
+        "PROFILES": literal(json.dumps(profiles, indent=1)),
+        "LIBRARIES": repr(libraries),
+        "ENV": literal(json.dumps(dict(target.env), indent=1)),
+        "TRACE": repr(target.trace),
+        "STEP_TIMEOUT": repr(float(step_timeout)),
+        "SEED": repr(seed),
+        "MODELS": "\n".join(encoded),
+        "NORMALISE": literal(normalise_source()),
+        "SEQUENCER": literal(inspect.getsource(sequencer)),
+        "OPS": literal(inspect.getsource(ops)),
+    }
+    # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.
+    return re.sub(r"@@([A-Z_]+)@@", lambda m: str(fills[m.group(1)]), _TEMPLATE)

@@ -1,0 +1,280 @@
+"""repro.py replays a real finding stand-alone and says whether it reproduced, by exit code.
+
+Findings here are real: a profile asks for an EP device that no library provides, so `create`
+fails inside a real worker, through the nxrt-ep-cpu plugin library or ORT alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from racefuzz import executor, models
+from racefuzz.builtin_targets import cpu_target, nxrt_cpu_target
+from racefuzz.outcome import Finding
+from racefuzz.repro_script import literal, repro_source
+from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.target import Library, Profile, Target
+from racefuzz.worker import ops, sequencer
+
+NXRT = nxrt_cpu_target()
+LIBRARY = NXRT.libraries[0].path
+GHOST_NXRT = Target(
+    "ghost-nxrt",
+    NXRT.libraries,
+    (Profile("ghost", "nxrt", "no_such_ep", {}), *NXRT.profiles),
+    ("tiny",),
+    env={"RACEFUZZ_REPRO_PROBE": "from-target"},
+)
+FAILS = Schedule(
+    2,
+    (
+        Step(0, Op.REGISTER),
+        Step(0, Op.CREATE, session="s0", profile="nxrt", model="tiny"),
+        Step(1, Op.CREATE, session="s1", profile="ghost", model="tiny"),
+        Step(0, Op.RUN, session="s0"),
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def finding() -> Finding:
+    run = executor.run(GHOST_NXRT, FAILS)
+    assert [(f.kind, f.op) for f in run.findings] == [("error", "create")], run
+    return run.findings[0]
+
+
+def _write(folder: Path, schedule: Schedule, finding: Finding, target: Target) -> Path:
+    blobs = {m: models.model_bytes(m) for m in schedule.models()}
+    path = folder / "repro.py"
+    path.write_text(repro_source(schedule, finding, target, blobs), encoding="utf-8")
+    return path
+
+
+def _run(
+    script: Path, *args: str, python: str = sys.executable, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, str(script), *args],
+        capture_output=True,
+        text=True,
+        cwd=script.parent,
+        timeout=240,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory: pytest.TempPathFactory, finding: Finding) -> Path:
+    return _write(tmp_path_factory.mktemp("repro"), FAILS, finding, GHOST_NXRT)
+
+
+def test_a_real_error_reproduces_every_time_and_exits_1(script: Path) -> None:
+    proc = _run(script, str(LIBRARY), "--times", "3")
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "racefuzz repro: error in create: no EP device for profile '…' (no_such_ep)"
+    assert lines[1:6] == [
+        "#  thread 0                thread 1",
+        "0  register",
+        "1  create s0 (nxrt, tiny)",
+        "2                          create s1 (ghost, tiny) <- failed",
+        "3  run s0",
+    ]
+    assert lines[-1] == "reproduced 3/3"
+    assert lines[-2].startswith("replay 3/3: REPRODUCED: error at step 2 (create): RuntimeError")
+
+
+def test_a_library_named_like_any_platforms_library_file_works(
+    script: Path, tmp_path: Path
+) -> None:
+    for name in ("ep.dll", "libep.dylib"):
+        copy = tmp_path / name
+        shutil.copyfile(LIBRARY, copy)
+        proc = _run(script, "--library", f"nxrt={copy}", "--times", "1")
+        assert proc.stdout.splitlines()[-1] == "reproduced 1/1", proc.stderr
+        assert proc.returncode == 1
+
+
+def test_a_finding_that_does_not_reproduce_exits_0(tmp_path: Path, finding: Finding) -> None:
+    cpu = cpu_target()
+    clean = Schedule(
+        1,
+        (
+            Step(0, Op.REGISTER),
+            Step(0, Op.CREATE, session="s1", profile="cpu", model="tiny"),
+            Step(0, Op.RUN, session="s1"),
+        ),
+    )
+    proc = _run(_write(tmp_path, clean, finding, cpu), "--times", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == [
+        "replay 2/2: not reproduced: clean: all 3 steps ok",
+        "reproduced 0/2",
+    ]
+
+
+def test_a_missing_library_file_is_one_line_and_exit_2(script: Path) -> None:
+    proc = _run(script, "/nonexistent/libep.so")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "repro.py: error: EP library '/nonexistent/libep.so' not found\n"
+
+
+def test_a_missing_library_argument_is_one_line_and_exit_2(script: Path) -> None:
+    proc = _run(script)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "repro.py: error: missing the path to EP library 'nxrt' "
+        "(usage: repro.py PATH_TO_EP_LIBRARY)\n"
+    )
+
+
+def test_a_target_with_two_libraries_wants_each_by_name(tmp_path: Path, finding: Finding) -> None:
+    two = Target(
+        "two",
+        (NXRT.libraries[0], Library("other", LIBRARY)),
+        GHOST_NXRT.profiles,
+        ("tiny",),
+    )
+    proc = _run(_write(tmp_path, FAILS, finding, two), str(LIBRARY))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "repro.py: error: give each EP library as --library NAME=PATH (nxrt, other)\n"
+    )
+
+
+def test_a_target_without_libraries_takes_no_path(tmp_path: Path, finding: Finding) -> None:
+    clean = Schedule(1, (Step(0, Op.REGISTER),))
+    proc = _run(_write(tmp_path, clean, finding, cpu_target()), str(LIBRARY))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "repro.py: error: this schedule registers no EP library: give no library path\n"
+    )
+
+
+def test_bad_options_are_one_line_and_exit_2(script: Path) -> None:
+    for args in (("--times", "0"), ("--bogus",)):
+        proc = _run(script, str(LIBRARY), *args)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("repro.py: error: ")
+
+
+def test_the_target_env_applies_only_where_the_caller_left_it_unset(script: Path) -> None:
+    ns = runpy.run_path(str(script), run_name="repro")
+    env = ns["child_env"]({"PATH": "/bin"})
+    assert env["RACEFUZZ_REPRO_PROBE"] == "from-target" and env["PATH"] == "/bin"
+    # Set, even to empty, by the caller: the caller wins (e.g. a testbed's fixed design).
+    assert ns["child_env"]({"RACEFUZZ_REPRO_PROBE": ""})["RACEFUZZ_REPRO_PROBE"] == ""
+
+
+def test_the_script_embeds_racefuzz_own_worker_code_unchanged(script: Path) -> None:
+    ns = runpy.run_path(str(script), run_name="repro")
+    assert ns["OPS_SOURCE"] == inspect.getsource(ops)
+    assert ns["SEQUENCER_SOURCE"] == inspect.getsource(sequencer)
+    assert ns["LIBRARIES"] == ["nxrt"]
+    assert set(ns["PROFILES"]) == {"ghost", "nxrt"}
+
+
+def test_the_script_is_valid_python_3_10() -> None:
+    blobs = {"tiny": models.model_bytes("tiny")}
+    finding = Finding("error", "create", 'a "quoted" \\ message', ("ghost",), 2, "raw")
+    source = repro_source(FAILS, finding, GHOST_NXRT, blobs)
+    ast.parse(source, feature_version=(3, 10))
+
+
+@given(st.text())
+def test_literal_reads_back_as_the_same_text(text: str) -> None:
+    assert ast.literal_eval(literal(text)) == text
+
+
+def _isolated_venv(folder: Path) -> Path:
+    """A fresh venv that can import onnxruntime and its dependencies, and nothing else."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    import numpy
+    import onnxruntime
+
+    site = Path(onnxruntime.__file__).parent.parent
+    # onnxruntime, numpy, and what onnxruntime's metadata requires, where installed.
+    for name in ("onnxruntime", "numpy", "numpy.libs", "flatbuffers", "packaging", "google"):
+        if (site / name).exists():
+            os.symlink(site / name, Path(purelib) / name, target_is_directory=True)
+    assert Path(numpy.__file__).parent.parent == site
+    return python
+
+
+def test_repro_runs_in_a_fresh_venv_with_only_onnxruntime_and_numpy(
+    script: Path, tmp_path: Path
+) -> None:
+    try:
+        python = _isolated_venv(tmp_path / "venv")
+    except OSError as e:  # no symlinks (Windows without developer mode)
+        pytest.skip(f"cannot build the isolated venv: {e}")
+    probe = subprocess.run(
+        [str(python), "-c", "import onnxruntime, numpy\nimport racefuzz"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert "No module named 'racefuzz'" in probe.stderr
+    proc = _run(script, str(LIBRARY), "--times", "2", python=str(python))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "reproduced 2/2"
+
+
+def _with_op_run(script: Path, folder: Path, body: str) -> Path:
+    """A copy of the script whose embedded `run` op is replaced, to make a real crash or hang.
+
+    The child process really dies by SIGSEGV or really stops making progress; what is under
+    test is the parent: that it survives, notices, names the step in flight and kills a hang.
+    """
+    patch = f'OPS_SOURCE += {body!r}\n\nif __name__ == "__main__":'
+    text = script.read_text(encoding="utf-8").replace('if __name__ == "__main__":', patch)
+    path = folder / "repro.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.skipif(os.name == "nt", reason="signals are POSIX")
+def test_a_crash_and_a_hang_of_the_child_are_observed_and_attributed(tmp_path: Path) -> None:
+    cpu = cpu_target()
+    schedule = Schedule(
+        2,
+        (
+            Step(0, Op.REGISTER),
+            Step(0, Op.CREATE, session="s1", profile="cpu", model="tiny"),
+            Step(1, Op.RUN, session="s1"),
+        ),
+    )
+    crash = Finding("crash", "run", "SIGSEGV", ("cpu",), 2, "worker died")
+    hang = Finding("hang", "run", "no progress", ("cpu",), 2, "hang")
+    kill = "\nimport os, signal\nRuntime.op_run = lambda *a: os.kill(os.getpid(), signal.SIGSEGV)\n"
+    (tmp_path / "c").mkdir()
+    crashing = _with_op_run(_write(tmp_path / "c", schedule, crash, cpu), tmp_path / "c", kill)
+    proc = _run(crashing, "--times", "1")
+    assert proc.returncode == 1, proc.stderr
+    assert "replay 1/1: REPRODUCED: crash (SIGSEGV) with step 2 (run) in flight" in proc.stdout
+    assert "Fatal Python error: Segmentation fault" in proc.stdout
+    (tmp_path / "h").mkdir()
+    sleep = "\nimport time\nRuntime.op_run = lambda *a: time.sleep(120)\n"
+    hanging = _with_op_run(_write(tmp_path / "h", schedule, hang, cpu), tmp_path / "h", sleep)
+    proc = _run(hanging, "--times", "1", "--step-timeout", "1")
+    assert proc.returncode == 1, proc.stderr
+    assert "replay 1/1: REPRODUCED: hang with step 2 (run) in flight" in proc.stdout
+    assert "Timeout (0:00:01)!" in proc.stdout
