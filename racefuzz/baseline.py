@@ -29,6 +29,8 @@ Runner = Callable[[Schedule], RunResult]
 
 def alone_schedule(schedule: Schedule, step: int) -> Schedule | None:
     """The smallest single-thread schedule that makes the same call as `step` does."""
+    if step >= len(schedule.steps):
+        return None  # the worker's teardown: it has no single call to replay alone
     s = schedule.steps[step]
     profile = schedule.step_profile(step)
     models = sorted(schedule.models())

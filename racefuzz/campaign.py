@@ -50,6 +50,7 @@ class CampaignConfig:
     max_steps: int = 24
     max_threads: int = 4
     zygote: bool = True  # fork workers from a pre-initialised zygote where POSIX allows
+    lifecycle: bool = True  # unregister / re-register mid-schedule
 
 
 @dataclass
@@ -91,7 +92,7 @@ class CampaignState:
         return self.schedules / max(self.elapsed(), 1e-9)
 
 
-def space_for(target: Target, max_steps: int, max_threads: int) -> Space:
+def space_for(target: Target, max_steps: int, max_threads: int, lifecycle: bool = True) -> Space:
     libraries = tuple(lib.name for lib in target.libraries)
     names = target.profile_names()
     library_of: dict[str, str | None] = {}
@@ -106,6 +107,7 @@ def space_for(target: Target, max_steps: int, max_threads: int) -> Space:
         library_of=library_of,
         max_steps=max_steps,
         max_threads=max_threads,
+        lifecycle=lifecycle,
     )
 
 
@@ -126,7 +128,7 @@ class Campaign:
         self.config = config
         self.out_dir = out_dir
         self.state = CampaignState(seconds=config.seconds, jobs=config.jobs)
-        self.space = space_for(target, config.max_steps, config.max_threads)
+        self.space = space_for(target, config.max_steps, config.max_threads, config.lifecycle)
         self.strategy = strategies.make(
             config.strategy, self.space, config.seed, corpus=config.corpus
         )

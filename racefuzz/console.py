@@ -35,7 +35,11 @@ def outcome_table(result: RunResult) -> Table:
     for col in ("#", "thread", "step", "result", "ms"):
         table.add_column(col, justify="right" if col in ("#", "ms") else "left")
     in_flight = set(result.in_flight)
-    for i, s in enumerate(result.schedule.steps):
+    rows = [(i, str(s.thread), s.describe()) for i, s in enumerate(result.schedule.steps)]
+    n = len(result.schedule.steps)
+    if result.outcome(n) is not None or n in in_flight:
+        rows.append((n, "0", "teardown (drop what is left alive)"))
+    for i, thread, what in rows:
         o = result.outcome(i)
         if o is None:
             status = f"[red]{result.exit} in flight[/]" if i in in_flight else "[dim]not run[/]"
@@ -50,7 +54,7 @@ def outcome_table(result: RunResult) -> Table:
             else:
                 status = "[green]ok[/]"
             ms = f"{o.ms:.1f}"
-        table.add_row(str(i), str(s.thread), s.describe(), status, ms)
+        table.add_row(str(i), thread, what, status, ms)
     return table
 
 

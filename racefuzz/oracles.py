@@ -48,29 +48,35 @@ def normalise(message: str) -> str:
     return text[:160]
 
 
+TEARDOWN = "teardown"  # the worker's last step: dropping what the schedule left alive
+
+
 def _profiles(schedule: Schedule, steps: tuple[int, ...] | list[int]) -> tuple[str, ...]:
-    found = {p for i in steps if (p := schedule.step_profile(i)) is not None}
+    n = len(schedule.steps)
+    found = {p for i in steps if i < n and (p := schedule.step_profile(i)) is not None}
     return tuple(sorted(found))
 
 
+def _op(schedule: Schedule, i: int) -> str:
+    return str(schedule.steps[i].op) if i < len(schedule.steps) else TEARDOWN
+
+
 def _ops(schedule: Schedule, steps: tuple[int, ...] | list[int]) -> str:
-    return "+".join(sorted({str(schedule.steps[i].op) for i in steps})) or "none"
+    return "+".join(sorted({_op(schedule, i) for i in steps})) or "none"
 
 
 def step_findings(result: RunResult) -> list[Finding]:
     out: list[Finding] = []
     sched = result.schedule
     for o in result.outcomes:
-        step = sched.steps[o.step]
+        op = _op(sched, o.step)
         profiles = _profiles(sched, [o.step])
         if not o.ok:
-            out.append(
-                Finding("error", str(step.op), normalise(o.message), profiles, o.step, o.message)
-            )
+            out.append(Finding("error", op, normalise(o.message), profiles, o.step, o.message))
         elif o.check is not None and o.check is not Check.OK:
             kind = str(o.check)
             detail = re.sub(r"[\d.]+(e-?\d+)?", "N", o.detail.split(":")[0])
-            out.append(Finding(kind, str(step.op), detail, profiles, o.step, o.detail))
+            out.append(Finding(kind, op, detail, profiles, o.step, o.detail))
     return out
 
 
@@ -93,7 +99,10 @@ def exit_finding(result: RunResult) -> Finding | None:
 def _describe(schedule: Schedule, steps: list[int]) -> str:
     if not steps:
         return "no step (between steps)"
-    return ", ".join(f"step {i} [{schedule.steps[i].describe()}]" for i in steps)
+    return ", ".join(
+        f"step {i} [{schedule.steps[i].describe() if i < len(schedule.steps) else TEARDOWN}]"
+        for i in steps
+    )
 
 
 def misroute_findings(result: RunResult) -> list[Finding]:

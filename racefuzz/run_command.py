@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shrink-budget", type=float, default=60.0, metavar="S")
     p.add_argument("--max-steps", type=int, default=24)
     p.add_argument("--max-rss-mb", type=float, default=4096.0, help="worker memory ceiling")
+    p.add_argument("--no-lifecycle", action="store_true", help="never unregister mid-schedule")
     p.add_argument(
         "--spawn", action="store_true", help="start each worker fresh (no zygote fork fast path)"
     )
@@ -124,6 +125,14 @@ def make_shrink_hook(
     return hook
 
 
+def _is_interrupt(error: BaseException) -> bool:
+    """Ctrl-C, possibly wrapped in trio's exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        _, rest = error.split(KeyboardInterrupt)
+        return rest is None
+    return isinstance(error, KeyboardInterrupt)
+
+
 def run_command(args: argparse.Namespace, target: Target) -> int:
     if args.seconds <= 0 or args.jobs < 1:
         raise RacefuzzError("--seconds must be positive and --jobs at least 1")
@@ -146,6 +155,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         shrink_budget_s=args.shrink_budget,
         max_steps=args.max_steps,
         zygote=not args.spawn,
+        lifecycle=not args.no_lifecycle,
     )
 
     def run_one(s: Schedule) -> RunResult:
@@ -173,7 +183,9 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
 
     try:
         trio.run(main)
-    except KeyboardInterrupt:
+    except BaseException as e:
+        if not _is_interrupt(e):
+            raise
         campaign.state.interrupted = True
     finally:
         results.write_all(campaign.state, folder, header, args.junit)

@@ -50,8 +50,9 @@ class Op(StrEnum):
 
 SESSION_OPS = frozenset({Op.RUN, Op.RUN_BOUND, Op.RELEASE})
 VALUE_OPS = frozenset({Op.READ, Op.FREE})
-# Ops that need the profile's EP library registered at the moment they run.
-NEEDS_REGISTRATION = frozenset({Op.CREATE, Op.COPY, Op.ALLOC, Op.READ})
+# Ops that need the profile's EP library registered at the moment they run: device memory is
+# found through the library's OrtEpDevice, which unregistering destroys.
+NEEDS_REGISTRATION = frozenset({Op.CREATE, Op.RUN_BOUND, Op.COPY, Op.ALLOC, Op.READ})
 # Env-level device memory only has a backend once some session picked one (the seed's OGA
 # creates its session first), so these need an earlier `create` in the schedule.
 NEEDS_EARLIER_CREATE = frozenset({Op.COPY, Op.ALLOC})
@@ -232,11 +233,13 @@ def problems(
                 out.append(f"{where}: '{s.op}' of value '{s.value}' before its 'alloc'")
             if s.op is Op.FREE:
                 alive_values.discard(s.value)
-    out.extend(_group_problems(schedule))
+    out.extend(_group_problems(schedule, library_of))
     return out
 
 
-def _group_problems(schedule: Schedule) -> list[str]:
+def _group_problems(
+    schedule: Schedule, library_of: Callable[[str], str | None] | None
+) -> list[str]:
     out: list[str] = []
     seen: set[int] = set()
     for start, stop in schedule.groups():
@@ -248,6 +251,50 @@ def _group_problems(schedule: Schedule) -> list[str]:
         threads = [s.thread for s in schedule.steps[start:stop]]
         if len(set(threads)) != len(threads):
             out.append(f"step {start}: group {g} has two steps on one thread")
+        out.extend(_overlap_problems(schedule, start, stop, library_of))
+    return out
+
+
+# What a step makes, for the overlap rule: a session, a value, or a library's registration.
+_MAKES = frozenset({Op.CREATE, Op.ALLOC, Op.REGISTER})
+
+
+def _overlap_problems(
+    schedule: Schedule, start: int, stop: int, library_of: Callable[[str], str | None] | None
+) -> list[str]:
+    """Steps of one group are released together and may run in any order, so none may depend
+    on another: no use of a session or value that a step of the group makes (or a make of one
+    that a step of the group uses), no copy or alloc beside the schedule's first `create`, no
+    step beside the `register` of the library it needs."""
+    out: list[str] = []
+    steps = schedule.steps
+    g = steps[start].group
+    first_create = next((i for i, s in enumerate(steps) if s.op is Op.CREATE), None)
+    named: dict[tuple[str, str], tuple[int, Op]] = {}  # (kind, name) -> first step naming it
+    registers: list[str] = []  # keys registered by earlier steps of the group
+    for k in range(start, stop):
+        s = steps[k]
+        for kind, name in (("session", s.session), ("value", s.value), ("library", None)):
+            if kind == "library" and s.op in (Op.REGISTER, Op.UNREGISTER):
+                name = s.library or "*"
+            if name is None:
+                continue
+            earlier = named.setdefault((kind, name), (k, s.op))
+            if earlier[0] != k and (earlier[1] in _MAKES or s.op in _MAKES):
+                out.append(
+                    f"step {k}: '{s.op}' of {kind} '{name}' overlaps step {earlier[0]} "
+                    f"('{earlier[1]}') in group {g}"
+                )
+        if s.op in NEEDS_EARLIER_CREATE and first_create is not None and start <= first_create < k:
+            out.append(f"step {k}: '{s.op}' overlaps the first 'create' in group {g}")
+        if s.op in NEEDS_REGISTRATION and registers:
+            profile = schedule.step_profile(k)
+            # Without the target's map, which library a profile needs is unknown: let it be.
+            lib = library_of(profile) if library_of and profile else None
+            if lib is not None and ("*" in registers or lib in registers or lib == "*"):
+                out.append(f"step {k}: '{s.op}' overlaps a 'register' it needs in group {g}")
+        if s.op is Op.REGISTER:
+            registers.append(s.library or "*")
     return out
 
 

@@ -109,3 +109,15 @@ def test_the_seed_corpus_runs_clean_on_eps_without_the_seeds_bugs(target: str) -
     proc = racefuzz("replay", str(SCHEDULES), "--target", target)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "9 schedule(s) replayed x1, 0 with findings, 0 skipped" in proc.stdout
+
+
+def test_a_real_crash_in_a_pypi_ep_is_reported_with_the_step_in_flight_and_stacks() -> None:
+    # Found and shrunk by racefuzz in nxrt-ep-cpu 0.1.0.dev6: see the schedule's description.
+    found = SCHEDULES / "wild" / "nxrt_unregister_on_another_thread.json"
+    proc = racefuzz("replay", str(found), "--target", "nxrt-cpu", "--times", "3")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "teardown (drop what is left alive) │ crash in flight" in proc.stdout
+    assert "│ crash │ teardown │" in proc.stdout and "SIGSEGV" in proc.stdout
+    assert "3/3" in proc.stdout
+    assert "Fatal Python error: Segmentation fault" in proc.stdout
+    assert "in teardown" in proc.stdout  # the faulthandler stack names the worker's step

@@ -63,6 +63,12 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     slots = [Slot(s["thread"], s.get("group"), int(s.get("jitter_us", 0))) for s in steps]
     channel.send({"ev": "ready"})
     Sequencer(slots, int(schedule["threads"]), run_step).run()
+    # Teardown is one more step (index len(steps)): a native crash while freeing what the
+    # schedule left alive, e.g. after an unregister, must be attributed to something.
+    faulthandler.dump_traceback_later(step_timeout, exit=False, file=sys.stderr)
+    channel.send({"ev": "start", "step": len(steps)})
+    outcome = runtime.teardown()
+    channel.send({"ev": "done", "step": len(steps), **outcome})
     faulthandler.cancel_dump_traceback_later()
     channel.send({"ev": "end"})
 

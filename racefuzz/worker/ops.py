@@ -191,6 +191,20 @@ class Runtime:
                 return f"value {step['value']} was not allocated"
         return ""
 
+    def teardown(self) -> Outcome:
+        """Drop what the schedule left alive, values first, as an application exiting would."""
+        with self._lock:
+            values, self.values = list(self.values.values()), {}
+            sessions, self.sessions = list(self.sessions.values()), {}
+        try:
+            values.clear()
+            gc.collect()
+            sessions.clear()
+            gc.collect()
+        except Exception as e:
+            return {"ok": False, "message": f"{type(e).__name__}: {e}", "check": None}
+        return {"ok": True}
+
     def op_register(self, index: int, step: Mapping[str, Any]) -> Outcome:
         for name in [step["library"]] if step.get("library") else list(self.libraries):
             ort.register_execution_provider_library(name, self.libraries[name])
