@@ -1,4 +1,4 @@
-"""`racefuzz run`: a campaign writes its results whatever ends it, and finds nothing in clean EPs."""
+"""`racefuzz run`: a campaign writes its results whatever ends it; clean EPs yield nothing."""
 
 from __future__ import annotations
 
