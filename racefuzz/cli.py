@@ -54,6 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(run)
 
+    shrink = sub.add_parser("shrink", help="shrink a failing schedule to a ticket bundle")
+    _add_target(shrink)
+    _add_run_options(shrink)
+    from racefuzz.shrink_command import add_arguments as add_shrink_arguments
+
+    add_shrink_arguments(shrink)
+
+    report = sub.add_parser("report", help="re-render a report bundle's report.md")
+    report.add_argument("path", type=Path, help="a bundle folder")
+
     doctor = sub.add_parser("doctor", help="check a target: libraries, devices, copies, models")
     _add_target(doctor)
     _add_run_options(doctor)

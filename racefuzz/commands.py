@@ -162,10 +162,24 @@ def run_command(args: argparse.Namespace) -> int:
     return run(args, _target(args))
 
 
+def shrink_command(args: argparse.Namespace) -> int:
+    from racefuzz.shrink_command import shrink_command as shrink
+
+    return shrink(args, _target(args))
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from racefuzz.shrink_command import report_command as report
+
+    return report(args)
+
+
 def dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "replay": replay_command,
         "doctor": doctor_command,
         "run": run_command,
+        "shrink": shrink_command,
+        "report": report_command,
     }
     return handlers[args.command](args)

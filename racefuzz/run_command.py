@@ -21,6 +21,7 @@ from racefuzz.campaign import Campaign, CampaignConfig, FindingRecord, ShrinkHoo
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import Schedule, load_many
+from racefuzz.shrink_command import shrink_to_bundle
 from racefuzz.target import Target
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "schedules"
@@ -78,48 +79,25 @@ def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
 
 def make_shrink_hook(
     target: Target, spec: str, options: executor.RunOptions, budget: float, root: Path
-) -> ShrinkHook | None:
-    try:
-        from racefuzz import report, shrink
-    except ImportError:
-        return None
-
+) -> ShrinkHook:
     def hook(record: FindingRecord, schedule: Schedule, failing: RunResult) -> None:
-        def run(s: Schedule) -> RunResult:
-            return executor.run(target, s, options)
-
         try:
-            result = shrink.shrink(
+            result, bundle = shrink_to_bundle(
+                target,
+                spec,
                 schedule,
-                record.finding.signature,
-                run,
+                record.finding,
+                failing,
+                root,
+                options=options,
                 budget_s=budget,
-                models_by_size=target.models,
-                library_of=target.library_of,
                 best_path=record.original.with_suffix(".min.json"),
             )
         except Exception as e:  # a shrink bug must not lose the finding: it is on disk
-            record.state = f"shrink-failed: {type(e).__name__}"
+            record.state = f"shrink-failed: {type(e).__name__}: {e}"[:80]
             return
         record.minimal_steps = len(result.final.steps)
-        record.bundle = report.write_bundle(
-            root,
-            record.finding,
-            schedule,
-            result.final,
-            result.last_failure or failing,
-            target,
-            spec,
-            result.reproduction,
-            {
-                "steps": (len(schedule.steps), len(result.final.steps)),
-                "threads": (schedule.threads, result.final.threads),
-                "seconds": round(result.seconds, 1),
-                "candidates": result.candidates,
-                "one_minimal": result.one_minimal,
-                "passes": {p.name: {"calls": p.calls, "shrinks": p.shrinks} for p in result.passes},
-            },
-        )
+        record.bundle = bundle
         record.state = "shrunk"
 
     return hook
