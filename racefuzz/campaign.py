@@ -123,6 +123,7 @@ class Campaign:
         baselines: Baselines | None = None,
         shrink_hook: ShrinkHook | None = None,
         known: Sequence[str] = (),
+        stop_when: Callable[[Finding], bool] | None = None,
     ) -> None:
         self.target = target
         self.config = config
@@ -138,6 +139,8 @@ class Campaign:
         self.baselines = baselines
         self.shrink_hook = shrink_hook
         self.known = set(known)  # signatures found by an earlier run this one resumes
+        self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
+        self._cancel: trio.CancelScope | None = None
         # Work about findings (baseline, shrink) that job slots take before fuzzing more.
         self._tasks: deque[tuple[str, Callable[[], None]]] = deque()
         self._live_pids: set[int] = set()
@@ -152,7 +155,8 @@ class Campaign:
 
     async def run(self) -> CampaignState:
         try:
-            with trio.move_on_after(self.config.seconds):
+            with trio.move_on_after(self.config.seconds) as scope:
+                self._cancel = scope
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._monitor)
                     for slot in range(self.config.jobs):
@@ -228,6 +232,9 @@ class Campaign:
                 continue
             counters["new"] += 1
             self._new_finding(f, result)
+            if self.stop_when is not None and self.stop_when(f) and self._cancel is not None:
+                self.note(f"stop: {f.kind} on {f.op} is what this campaign was looking for")
+                self._cancel.cancel()
 
     def _new_finding(self, finding: Finding, result: RunResult) -> None:
         # On disk first: whatever happens next (a baseline crash, Ctrl-C), this is kept.
