@@ -32,6 +32,7 @@ from racefuzz.target import Target
 BUNDLE_VERSION = 1
 REPLAYS_SUGGESTED = 20
 TRACE_LINES_SHOWN = 60
+TEARDOWN = "teardown (dropping what the schedule left alive)"  # the worker's last step
 ORIGIN = {
     "interleaving": "interleaving-induced (its session alone, on the main thread, is fine)",
     "alone": "fails alone too (its session alone, on the main thread, fails the same way)",
@@ -57,24 +58,18 @@ def finding_from_json(d: Mapping[str, Any]) -> Finding:
 
 
 def run_from_json(d: Mapping[str, Any], stderr_tail: str = "") -> RunResult:
-    outcomes = tuple(
-        StepOutcome(**{**o, "check": None if o["check"] is None else Check(o["check"])})
-        for o in d["outcomes"]
-    )
-    return RunResult(
-        schedule=from_json_obj(d["schedule"], "failing_run.json"),
-        outcomes=outcomes,
-        exit=Exit(d["exit"]),
-        returncode=d.get("returncode"),
-        signal=d.get("signal"),
-        in_flight=tuple(d.get("in_flight", ())),
-        stacks=d.get("stacks", ""),
-        stderr_tail=stderr_tail,
-        trace=tuple(d.get("trace", ())),
-        seconds=float(d.get("seconds", 0.0)),
-        peak_rss_mb=float(d.get("peak_rss_mb", 0.0)),
-        findings=tuple(finding_from_json(f) for f in d.get("findings", ())),
-    )
+    known = {f.name for f in fields(RunResult)}
+    outcomes = [{**o, "check": Check(o["check"]) if o["check"] else None} for o in d["outcomes"]]
+    converted = {
+        "schedule": from_json_obj(d["schedule"], "failing_run.json"),
+        "outcomes": tuple(StepOutcome(**o) for o in outcomes),
+        "exit": Exit(d["exit"]),
+        "in_flight": tuple(d.get("in_flight", ())),
+        "trace": tuple(d.get("trace", ())),
+        "findings": tuple(finding_from_json(f) for f in d.get("findings", ())),
+        "stderr_tail": stderr_tail,
+    }
+    return RunResult(**{**{k: v for k, v in d.items() if k in known}, **converted})
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -111,8 +106,13 @@ def write_bundle(
     target_spec: str,
     reproduced: tuple[int, int],
     shrink_stats: Mapping[str, object] | None = None,
+    *,
+    seed: int = 0,
 ) -> Path:
-    """Write the bundle for `finding` under `root`; returns its folder."""
+    """Write the bundle for `finding` under `root`; returns its folder.
+
+    `seed` is the seed of the random inputs the failing run used (`RunOptions.seed`).
+    """
     date = datetime.date.today().isoformat()
     folder = _create_folder(root, f"{date}-{finding.slug or 'finding'}")
     k, n = reproduced
@@ -124,6 +124,7 @@ def write_bundle(
         "version": BUNDLE_VERSION,
         "created": date,
         "target_spec": target_spec,
+        "seed": seed,
         "target": target.to_json(),
         "shrink": None if shrink_stats is None else dict(shrink_stats),
     }
@@ -137,7 +138,8 @@ def write_bundle(
         lines = [json.dumps(line) for line in failing_run.trace]
         (logs / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     model_bytes = {m: models.model_bytes(m) for m in sorted(minimal.models())}
-    script = repro_source(minimal, finding, target, model_bytes, version=env["racefuzz"] or "")
+    version = env["racefuzz"] or ""
+    script = repro_source(minimal, finding, target, model_bytes, seed=seed, version=version)
     (folder / "repro.py").write_text(script, encoding="utf-8")
     (folder / "report.md").write_text(render(folder), encoding="utf-8")
     return folder
@@ -146,20 +148,16 @@ def write_bundle(
 # --- rendering -------------------------------------------------------------------------------
 
 
-def _text(folder: Path, name: str) -> str:
+def _read(folder: Path, name: str, as_json: bool = True) -> Any:
     try:
-        return (folder / name).read_text(encoding="utf-8")
+        text = (folder / name).read_text(encoding="utf-8")
+        return json.loads(text) if as_json else text
     except FileNotFoundError:
         raise RacefuzzError(f"'{folder}' is not a report bundle (no {name})") from None
+    except ValueError as e:  # bad JSON, or bytes that are not UTF-8
+        raise RacefuzzError(f"'{folder / name}' is not valid JSON ({e})") from None
     except OSError as e:
         raise RacefuzzError(f"cannot read '{folder / name}': {e.strerror}") from None
-
-
-def _read(folder: Path, name: str) -> Any:
-    try:
-        return json.loads(_text(folder, name))
-    except ValueError as e:
-        raise RacefuzzError(f"'{folder / name}' is not valid JSON ({e})") from None
 
 
 def _cell(text: object) -> str:
@@ -192,7 +190,18 @@ def timeline(schedule: Schedule, marked: Sequence[int] = ()) -> list[str]:
             text += f" *(+{s.jitter_us} µs)*"
         cells[s.thread] = f"**{text}** ⟵ failed" if i in marked else text
         lines.append(f"| {i} | " + " | ".join(cells) + " |")
+    end = len(schedule.steps)
+    if end in marked:
+        cells = [f"**{TEARDOWN}** ⟵ failed", *[""] * (schedule.threads - 1)]
+        lines.append(f"| {end} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _step(schedule: Schedule, i: int) -> tuple[int, str]:
+    """(thread, description) of step i; index len(steps) is the worker's teardown."""
+    if i < len(schedule.steps):
+        return schedule.steps[i].thread, schedule.steps[i].describe()
+    return 0, TEARDOWN
 
 
 def _groups(schedule: Schedule) -> list[str]:
@@ -229,15 +238,17 @@ def _outcomes(run: RunResult) -> list[str]:
     rss = f", peak RSS {run.peak_rss_mb:.0f} MB" if run.peak_rss_mb else ""
     lines = [f"Worker exit: {how}; {run.seconds:.2f} s{rss}.", ""]
     lines += ["| # | thread | step | result | ms |", "|--:|--:|:--|:--|--:|"]
-    for i, s in enumerate(run.schedule.steps):
-        status, ms = _result_cell(run, i)
-        lines.append(f"| {i} | {s.thread} | {_cell(s.describe())} | {status} | {ms} |")
+    end = len(run.schedule.steps)
+    shown = end + (run.outcome(end) is not None or end in run.in_flight)
+    for i in range(shown):
+        (thread, what), (status, ms) = _step(run.schedule, i), _result_cell(run, i)
+        lines.append(f"| {i} | {thread} | {_cell(what)} | {status} | {ms} |")
     failed = [o for o in run.outcomes if not o.ok]
     if failed:
         lines += ["", "### Messages", ""]
         for o in failed:
-            step = run.schedule.steps[o.step]
-            lines += [f"Step {o.step} ({step.describe()}, thread {step.thread}):", ""]
+            thread, what = _step(run.schedule, o.step)
+            lines += [f"Step {o.step} ({what}, thread {thread}):", ""]
             lines += [*_fence(o.message), ""]
         lines.pop()
     return lines
@@ -334,7 +345,14 @@ def _commands(meta: Mapping[str, Any], minimal: Schedule) -> list[str]:
         repro = "python repro.py" + "".join(
             f" --library {shlex.quote(f'{n}={paths[n]}')}" for n in names
         )
-    return _fence(f"{replay} --times {REPLAYS_SUGGESTED}\n{repro}", "sh")
+    seed = meta.get("seed", 0)
+    replay += f" --times {REPLAYS_SUGGESTED}" + (f" --seed {seed}" if seed else "")
+    return _fence(f"{replay}\n{repro}", "sh")
+
+
+def _size(schedule: Schedule) -> str:
+    steps, threads = len(schedule.steps), schedule.threads
+    return f"{steps} step{'s' * (steps != 1)} on {threads} thread{'s' * (threads != 1)}"
 
 
 def render(bundle_dir: Path) -> str:
@@ -344,13 +362,14 @@ def render(bundle_dir: Path) -> str:
     finding = finding_from_json(raw_finding)
     k, n = raw_finding["reproduction"]
     meta = _read(d, "bundle.json")
-    minimal = loads(_text(d, "schedule.json"), str(d / "schedule.json"))
-    original = loads(_text(d, "original.json"), str(d / "original.json"))
+    minimal = loads(_read(d, "schedule.json", False), str(d / "schedule.json"))
+    original = loads(_read(d, "original.json", False), str(d / "original.json"))
     run = run_from_json(_read(d, "failing_run.json"))
     env = _read(d, "env.json")
     marked = run.in_flight if finding.kind in ("crash", "hang", "leak") else ()
     if finding.step is not None and not marked:
         marked = (finding.step,)
+    shrunk = "not shrunk" if minimal == original else f"shrunk from {_size(original)}"
     rate = f"{k} of {n} replays" + (f" ({100 * k / n:.0f}%)" if n else "")
     out = [f"# {finding.kind} in `{finding.op}`: {_cell(finding.message)}", ""]
     out += ["| | |", "|:--|:--|"]
@@ -371,9 +390,7 @@ def render(bundle_dir: Path) -> str:
         "",
         "## Minimal schedule",
         "",
-        f"{len(minimal.steps)} steps on {minimal.threads} threads "
-        f"(shrunk from {len(original.steps)} steps on {original.threads} threads). Steps run top "
-        "to bottom, one at a time, each on its thread.",
+        f"{_size(minimal)} ({shrunk}). Steps run top to bottom, one at a time, each on its thread.",
         "",
         *timeline(minimal, marked),
         "",

@@ -4,15 +4,10 @@ An EP developer receiving a ticket has onnxruntime, numpy and their own EP build
 so the script embeds all a replay needs: the source of racefuzz's worker ops and sequencer (exec'd
 into module namespaces: the replay runs the code racefuzz ran, not a hand-written copy), that of
 `oracles.normalise`, the schedule, the resolved profiles, the models (base64 ONNX), the target's
-environment and the finding's kind, op and normalised message.
-
-Each replay runs in a child process (`repro.py --child`), so a crash or a hang is observed, not
-fatal; the parent judges each replay and exits 1 if the finding reproduced at least once, 0 if
-not, 2 for bad arguments. The target's environment variables apply only where the caller's
-environment does not set them: `RACEFUZZ_TESTBED_BUGS= python repro.py ...` runs the testbed's
-fixed design.
-
-This module only builds text; it never runs the script.
+environment and the finding's kind, op and normalised message. Each replay runs in a child
+process, so a crash or a hang is observed, not fatal. The target's environment applies only where
+the caller's does not set a variable: `RACEFUZZ_TESTBED_BUGS= python repro.py ...` runs the
+testbed's fixed design. This module only builds text; it never runs the script.
 """
 
 from __future__ import annotations
@@ -76,7 +71,7 @@ def load_module(name, source):
     return module
 
 
-def child():
+def child(job):
     import faulthandler
 
     faulthandler.enable(file=sys.stderr, all_threads=True)
@@ -91,7 +86,7 @@ def child():
             out.write(json.dumps(event, default=str) + "\n")
             out.flush()
 
-    job = json.loads(sys.stdin.read())
+    job = json.loads(job)
     ops = load_module("racefuzz_ops", OPS_SOURCE)
     seq = load_module("racefuzz_sequencer", SEQUENCER_SOURCE)
     profiles = {n: ops.Profile.from_json(n, d) for n, d in PROFILES.items()}
@@ -102,13 +97,15 @@ def child():
         faulthandler.dump_traceback_later(job["step_timeout"], exit=False, file=sys.stderr)
         send({"ev": "start", "step": i})
         t0 = time.perf_counter()
-        outcome = runtime.step(i, steps[i])
+        outcome = runtime.step(i, steps[i]) if i < len(steps) else runtime.teardown()
         outcome["ms"] = round((time.perf_counter() - t0) * 1000, 3)
         send({"ev": "done", "step": i, **outcome})
 
     slots = [seq.Slot(s["thread"], s.get("group"), int(s.get("jitter_us", 0))) for s in steps]
     send({"ev": "ready"})
     seq.Sequencer(slots, SCHEDULE["threads"], run_step).run()
+    if hasattr(runtime, "teardown"):  # racefuzz's last step: drop what the schedule left alive
+        run_step(len(steps))
     faulthandler.cancel_dump_traceback_later()
     send({"ev": "end"})
     sys.stderr.flush()
@@ -119,8 +116,8 @@ def replay(job, env, step_timeout):
     """Run the schedule once in a child: (events, returncode, hung, stderr text)."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--child"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env,
         )
         events = queue.Queue()
 
@@ -133,25 +130,19 @@ def replay(job, env, step_timeout):
             events.put(None)
 
         threading.Thread(target=pump, daemon=True).start()
-        try:
-            proc.stdin.write(json.dumps(job).encode())
-            proc.stdin.close()
-        except OSError:
-            pass  # the child died before reading; its exit status says why
         seen, hung, last = [], False, time.monotonic()
-        while True:
+        while not hung:
             try:
                 event = events.get(timeout=0.25)
             except queue.Empty:
-                if time.monotonic() - last > step_timeout + GRACE_S:
-                    hung = True
-                    proc.kill()
-                    break
+                hung = time.monotonic() - last > step_timeout + GRACE_S
                 continue
             if event is None:
                 break
             seen.append(event)
             last = time.monotonic()
+        if hung:
+            proc.kill()
         returncode = proc.wait()
         err.seek(0)
         return seen, returncode, hung, err.read().decode("utf-8", "replace")
@@ -173,14 +164,18 @@ def how_it_died(returncode):
 def verdict(events, returncode, hung, trace_path, normalise):
     """(reproduced, what this replay did) for one replay."""
     steps, kind, op = SCHEDULE["steps"], FINDING["kind"], FINDING["op"]
+
+    def op_of(i):  # index len(steps) is racefuzz's teardown step
+        return steps[i]["op"] if i < len(steps) else "teardown"
+
     done = {e["step"]: e for e in events if e.get("ev") == "done"}
     started = {e["step"] for e in events if e.get("ev") == "start"}
     in_flight = sorted(started - set(done))
     ended = any(e.get("ev") == "end" for e in events)
-    flying = ", ".join(f"step {i} ({steps[i]['op']})" for i in in_flight) or "no step"
+    flying = ", ".join(f"step {i} ({op_of(i)})" for i in in_flight) or "no step"
     problems = []
     for i in sorted(done):
-        e, step_op = done[i], steps[i]["op"]
+        e, step_op = done[i], op_of(i)
         if not e.get("ok"):
             message = e.get("message", "")
             if kind == "error" and step_op == op and normalise(message) == FINDING["message"]:
@@ -193,7 +188,7 @@ def verdict(events, returncode, hung, trace_path, normalise):
     if hung or not ended or returncode != 0:
         died = "hang" if hung else "crash"
         what = "hang" if hung else f"crash ({how_it_died(returncode)})"
-        ops_in_flight = {steps[i]["op"] for i in in_flight}
+        ops_in_flight = {op_of(i) for i in in_flight}
         same_op = bool(ops_in_flight & set(op.split("+"))) or (op == "none" and not in_flight)
         return kind == died and same_op, f"{what} with {flying} in flight"
     if kind == "misroute" and trace_path and os.path.exists(trace_path):
@@ -237,11 +232,11 @@ def main(argv):
     parser.add_argument("--times", type=int, default=@@TIMES@@, help="replays (default @@TIMES@@)")
     parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT, metavar="S")
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the random inputs")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)
     try:
         args = parser.parse_args(argv)
-        if args.child:
-            child()
+        if args.child is not None:
+            child(args.child)
         if args.times < 1 or args.step_timeout <= 0:
             raise Usage("--times must be at least 1 and --step-timeout positive")
         libraries = parse_libraries(args)
@@ -355,6 +350,8 @@ def text_timeline(schedule: Schedule, failing_step: int | None = None) -> str:
             text += " <- failed"
         cells[s.thread] = text
         rows.append([str(i), *cells])
+    if failing_step == len(schedule.steps):  # the worker's teardown, on the main thread
+        rows.append([str(failing_step), "teardown <- failed", *[""] * (schedule.threads - 1)])
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,7 @@ def test_the_report_shows_the_minimal_schedule_with_one_column_per_thread(bundle
     assert "| 2 | run s0 *(overlap 1)* |  |" in text
     assert "| 3 |  | **create s1 (ghost, tiny) *(overlap 1)*** ⟵ failed |" in text
     assert "steps 2-3 (group 1)" in text
+    assert "5 steps on 2 threads (shrunk from 8 steps on 3 threads)." in text
 
 
 def test_the_report_says_what_failed_how_often_and_what_each_step_did(bundle: Path) -> None:
@@ -155,7 +157,9 @@ def test_a_second_bundle_of_one_finding_gets_a_numbered_folder(
         for _ in range(2)
     )
     assert second.name == first.name + "-2"
-    assert "No shrink statistics were recorded." in (second / "report.md").read_text()
+    text = (second / "report.md").read_text()
+    assert "No shrink statistics were recorded." in text
+    assert "5 steps on 2 threads (not shrunk)." in text
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,18 @@ def test_shrink_statistics_may_hold_dataclasses_and_tuples(
     text = (folder / "report.md").read_text()
     assert "| pass | calls | shrinks |\n|:--|--:|--:|\n| drop a thread | 3 | 1 |" in text
     assert "- one_minimal: True" in text
+
+
+def test_the_seed_of_the_failing_run_reaches_the_commands_and_repro(
+    tmp_path: Path, failing: tuple[RunResult, Finding]
+) -> None:
+    run, finding = failing
+    folder = report.write_bundle(
+        tmp_path, finding, MINIMAL, MINIMAL, run, TARGET, "ghost-cpu", (1, 1), seed=7
+    )
+    text = (folder / "report.md").read_text()
+    assert "racefuzz replay schedule.json --target ghost-cpu --times 20 --seed 7\n" in text
+    assert "\nSEED = 7\n" in (folder / "repro.py").read_text()
 
 
 def test_folders_created_at_once_by_many_threads_are_all_distinct(tmp_path: Path) -> None:
@@ -250,3 +266,36 @@ def test_the_trace_lines_shown_are_the_misroutes_and_the_allocations_they_touche
 def test_rendering_a_folder_that_is_not_a_bundle_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(RacefuzzError, match=r"^'.*' is not a report bundle \(no finding\.json\)$"):
         report.render(tmp_path)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the crash was found on Linux")
+def test_a_real_crash_report_marks_the_step_in_flight_and_shows_the_stacks(
+    tmp_path: Path,
+) -> None:
+    # A real crash racefuzz found in nxrt-ep-cpu 0.1.0.dev6 (schedules/wild/): dropping the
+    # sessions at exit segfaults after an unregister on another thread.
+    nxrt = nxrt_cpu_target()
+    schedule = Schedule(
+        2,
+        (
+            Step(0, Op.REGISTER),
+            Step(0, Op.CREATE, session="s1", profile="nxrt-b", model="tiny"),
+            Step(1, Op.UNREGISTER),
+            Step(0, Op.REGISTER),
+            Step(1, Op.CREATE, session="s2", profile="nxrt-b", model="tiny"),
+        ),
+    )
+    run = executor.run(nxrt, schedule)
+    assert [(f.kind, f.op) for f in run.findings] == [("crash", "teardown")], run
+    folder = report.write_bundle(
+        tmp_path, run.findings[0], schedule, schedule, run, nxrt, "nxrt-cpu", (1, 1)
+    )
+    text = (folder / "report.md").read_text()
+    teardown = "teardown (dropping what the schedule left alive)"
+    assert f"| 5 | **{teardown}** ⟵ failed |  |" in text
+    assert "Worker exit: crash (SIGSEGV), steps in flight: 5;" in text
+    assert f"| 5 | 0 | {teardown} | **crash in flight** |  |" in text
+    assert "## Stacks of every thread (faulthandler)" in text
+    assert "Fatal Python error: Segmentation fault" in text
+    assert "Fatal Python error" in (folder / "logs" / "stderr.txt").read_text()
+    assert report.render(folder) == text
