@@ -86,6 +86,7 @@ def shrink_to_bundle(
         spec,
         result.reproduction,
         shrink_stats(schedule, result),
+        seed=options.seed,
     )
     return result, bundle
 
