@@ -27,7 +27,7 @@ namespace {
 
 // B8 widens the window between the two plain stores so that two sessions constructed at once
 // on two threads interleave inside it within a few tries.
-constexpr std::chrono::milliseconds kTornWriteWindow{10};
+constexpr std::chrono::milliseconds kTornWriteWindow{5};
 
 struct Fields {
   std::atomic<Backend*> backend{nullptr};

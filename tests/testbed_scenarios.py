@@ -65,6 +65,29 @@ def build_mlp(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+def build_mixed(path: Path) -> None:
+    """The same input and output as `build_mlp` with a Softmax in the middle, an op the testbed
+    does not compute: the EP claims nothing (all or nothing) and the model runs on the CPU EP."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((32, 16)) / np.sqrt(32)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["X", "W"], ["h"]),
+        helper.make_node("Softmax", ["h"], ["Y"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mixed",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(INPUT_SHAPE))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, list(OUTPUT_SHAPE))],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, str(path))
+
+
 class ScenarioFailure(Exception):
     """Wrong data, without ORT raising: `kind` is "zeroed" or "mismatch"."""
 
@@ -140,11 +163,9 @@ class Harness:
     def create(self, profile: str) -> ort.InferenceSession:
         so = ort.SessionOptions()
         so.add_provider_for_devices([self.device()], {"profile": profile})
-        session = ort.InferenceSession(self.model, sess_options=so)
-        # Without this, an EP_FAIL from run() makes Python rebuild the session on the CPU EP and
-        # retry, printing to stdout instead of raising.
-        session.disable_fallback()
-        return session
+        # enable_fallback=0: otherwise a failed construction, or an EP_FAIL from run(), makes
+        # Python rebuild the session on the CPU EP and carry on, printing to stdout.
+        return ort.InferenceSession(self.model, sess_options=so, enable_fallback=0)
 
     # -- checked operations -----------------------------------------------------------------
 
@@ -177,9 +198,11 @@ class Harness:
         return value
 
     def download(self, value: ort.OrtValue) -> np.ndarray:
-        host = ort.OrtValue.ortvalue_from_numpy(np.zeros(value.shape(), np.float32))
-        ort.copy_tensors([value], [host])
-        return host.numpy()
+        # Return our own array: OrtValue.numpy() of a value made by ortvalue_from_numpy is a view
+        # that does not keep the memory alive once that OrtValue is gone.
+        out = np.zeros(value.shape(), np.float32)
+        ort.copy_tensors([value], [ort.OrtValue.ortvalue_from_numpy(out)])
+        return out
 
     def copy_roundtrip(self) -> None:
         x = self.inputs()
@@ -329,9 +352,10 @@ def alone(h: Harness, profile: str) -> None:
 
 
 def alone_bound(h: Harness, profile: str) -> None:
-    """One session alone on the main thread, through IOBinding and env-level copies."""
+    """One session alone on the main thread: plain runs, then IOBinding and env-level copies."""
     h.register()
     s = h.create(profile)
+    h.run(s)
     h.copy_roundtrip()
     h.run_bound(s, "device")
     h.run_bound(s, "value")
@@ -384,6 +408,22 @@ def correctness(h: Harness, profile: str) -> None:
     on_thread(lambda: h.run(w))
 
 
+def create_only(h: Harness, profile: str = "") -> None:
+    """Creates one session with provider option `profile` (none at all when empty)."""
+    h.register()
+    so = ort.SessionOptions()
+    so.add_provider_for_devices([h.device()], {"profile": profile} if profile else {})
+    ort.InferenceSession(h.model, sess_options=so, enable_fallback=0)
+
+
+def env_copy_before_session(h: Harness) -> None:
+    """Env-level allocation and copy before any CreateEp: there is no backend yet. ORT does not
+    raise on a failed plugin allocation (the value's data_ptr() is 0); the copy does."""
+    h.register()
+    value = h.device_value(INPUT_SHAPE)
+    ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy(h.inputs())], [value])
+
+
 def lifecycle(h: Harness, profile: str) -> None:
     """Unregister while a session and a device value are alive, use and free them, re-register.
 
@@ -400,7 +440,7 @@ def lifecycle(h: Harness, profile: str) -> None:
     binding.bind_ortvalue_input("X", value)
     binding.bind_output("Y")  # to the host
     s.run_with_iobinding(binding)
-    h.check(x, binding.get_outputs()[0].numpy())
+    h.check(x, binding.copy_outputs_to_cpu()[0])
     del binding, value, s
     gc.collect()
     h.register()
@@ -422,6 +462,8 @@ SCENARIOS: dict[str, Callable[..., None]] = {
     "run_on_worker": run_on_worker,
     "concurrent_construction_tries": concurrent_construction_tries,
     "correctness": correctness,
+    "create_only": create_only,
+    "env_copy_before_session": env_copy_before_session,
     "lifecycle": lifecycle,
 }
 

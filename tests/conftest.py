@@ -1,0 +1,15 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def testbed_library() -> Path:
+    """The testbed EP library, built on first use into the racefuzz cache (racefuzz.testbed)."""
+    from racefuzz.testbed import library_path
+
+    return library_path()
