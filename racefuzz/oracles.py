@@ -38,7 +38,8 @@ def normalise(message: str) -> str:
     m = _ORT_STATUS.search(text)
     if m:
         text = m.group(1)
-    text = re.sub(r"^[A-Za-z]+(Error|Exception|Fail):\s*", "", text)
+    # The Python exception class: ORT's ("Fail: [ONNXRuntimeError] ...") or any *Error.
+    text = re.sub(r"^(\w+:\s*(?=\[ONNXRuntimeError\])|\w*(Error|Exception):\s*)", "", text)
     text = _ORT_PREFIX.sub("", text)
     text = _PATH.sub("<path>", text)
     text = _QUOTED.sub("'…'", text)

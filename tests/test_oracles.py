@@ -72,3 +72,9 @@ def test_a_misrouted_trace_line_names_the_serving_and_the_owning_backend() -> No
     }
     (f,) = judge(RunResult(SCHED, (), Exit.CLEAN, trace=(line,))).findings
     assert (f.kind, f.message) == ("misroute", "copy served by mgx, memory owned by dml")
+
+
+def test_normalise_strips_the_python_class_of_a_plain_ort_failure() -> None:
+    raw = "Fail: [ONNXRuntimeError] : 1 : FAIL : HIP failure 1: invalid argument"
+    assert normalise(raw) == "HIP failure N: invalid argument"
+    assert normalise("RuntimeError: DML: bad handle 7") == "DML: bad handle N"
