@@ -57,7 +57,11 @@ void ORT_API_CALL BackendAllocator::FreeImpl(OrtAllocator* this_ptr, void* p) no
   if (p == nullptr) return;
   // Following the slot, this may be the wrong backend: the free is then ignored and the memory
   // leaks, which is what a mis-routed hipFree or DML release does.
-  if (Backend* backend = self->Resolve()) backend->Free(p);
+  try {
+    if (Backend* backend = self->Resolve()) backend->Free(p);
+  } catch (...) {
+    // nothing can be reported from Free; the block leaks
+  }
 }
 
 const OrtMemoryInfo* ORT_API_CALL BackendAllocator::InfoImpl(const OrtAllocator* this_ptr) noexcept {

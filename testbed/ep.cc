@@ -19,8 +19,11 @@ bool IsFloatTensor(const OrtValueInfo* info) {
   ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   if (info == nullptr) return false;
   if (TakeMessage(Api().GetValueInfoTypeInfo(info, &type_info)).size() || type_info == nullptr) return false;
-  if (TakeMessage(Api().CastTypeInfoToTensorInfo(type_info, &tensor_info)).size() || tensor_info == nullptr) return false;
-  return TakeMessage(Api().GetTensorElementType(tensor_info, &type)).empty() && type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  if (TakeMessage(Api().CastTypeInfoToTensorInfo(type_info, &tensor_info)).size() || tensor_info == nullptr) {
+    return false;
+  }
+  return TakeMessage(Api().GetTensorElementType(tensor_info, &type)).empty() &&
+         type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 }
 
 bool AllFloat(const OrtNode* node, bool inputs) {
@@ -139,7 +142,7 @@ OrtStatus* ORT_API_CALL TestbedEp::GetCapabilityImpl(OrtEp* /*this_ptr*/, const 
 
 OrtStatus* ORT_API_CALL TestbedEp::CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const OrtNode** fused_nodes,
                                                size_t count, OrtNodeComputeInfo** node_compute_infos,
-                                               OrtNode** /*ep_context_nodes: EPContext models are not supported*/) noexcept {
+                                               OrtNode** /*ep_context_nodes: no EPContext models*/) noexcept {
   auto* self = static_cast<TestbedEp*>(this_ptr);
   for (size_t i = 0; i < count; ++i) node_compute_infos[i] = nullptr;
   TESTBED_API_BEGIN

@@ -208,7 +208,8 @@ OrtStatus* ORT_API_CALL TestbedFactory::GetSupportedDevicesImpl(OrtEpFactory* th
   TESTBED_API_END
 }
 
-OrtStatus* ORT_API_CALL TestbedFactory::CreateEpImpl(OrtEpFactory* this_ptr, const OrtHardwareDevice* const* /*devices*/,
+OrtStatus* ORT_API_CALL TestbedFactory::CreateEpImpl(OrtEpFactory* this_ptr,
+                                                     const OrtHardwareDevice* const* /*devices*/,
                                                      const OrtKeyValuePairs* const* /*ep_metadata*/,
                                                      size_t /*num_devices*/, const OrtSessionOptions* session_options,
                                                      const OrtLogger* /*logger*/, OrtEp** ep) noexcept {

@@ -81,9 +81,10 @@ class TestbedFactory : public OrtEpFactory {
   static const char* ORT_API_CALL GetVendorImpl(const OrtEpFactory* this_ptr) noexcept;
   static uint32_t ORT_API_CALL GetVendorIdImpl(const OrtEpFactory* this_ptr) noexcept;
   static const char* ORT_API_CALL GetVersionImpl(const OrtEpFactory* this_ptr) noexcept;
-  static OrtStatus* ORT_API_CALL GetSupportedDevicesImpl(OrtEpFactory* this_ptr, const OrtHardwareDevice* const* devices,
-                                                         size_t num_devices, OrtEpDevice** ep_devices,
-                                                         size_t max_ep_devices, size_t* num_ep_devices) noexcept;
+  static OrtStatus* ORT_API_CALL GetSupportedDevicesImpl(OrtEpFactory* this_ptr,
+                                                         const OrtHardwareDevice* const* devices, size_t num_devices,
+                                                         OrtEpDevice** ep_devices, size_t max_ep_devices,
+                                                         size_t* num_ep_devices) noexcept;
   static OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* this_ptr, const OrtHardwareDevice* const* devices,
                                               const OrtKeyValuePairs* const* ep_metadata, size_t num_devices,
                                               const OrtSessionOptions* session_options, const OrtLogger* logger,

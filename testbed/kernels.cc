@@ -278,7 +278,8 @@ OrtStatus* BuildProgram(const OrtGraph* graph, const OrtNode* fused_node, Progra
     while (!in.empty() && in.back().empty()) in.pop_back();  // trailing optional inputs left out
     const bool arity_ok = pn.op == Op::kRelu ? in.size() == 1 : pn.op == Op::kGemm ? in.size() == 2 || in.size() == 3
                                                                                  : in.size() == 2;
-    RETURN_ERROR_IF(!arity_ok || outs.size() != 1, std::string("RacefuzzTestbed: unexpected arity for ") + op_type + ".");
+    RETURN_ERROR_IF(!arity_ok || outs.size() != 1,
+                    std::string("RacefuzzTestbed: unexpected arity for ") + op_type + ".");
     if (pn.op == Op::kGemm) RETURN_IF_ERROR(ReadGemmAttributes(node, pn));
     for (const auto& n : in) pn.inputs.push_back(id_of(n));
     pn.output = id_of(outs[0]);
@@ -313,11 +314,16 @@ OrtStatus* InferShapes(const Program& program, const std::vector<Shape>& input_s
   for (const ProgramNode& n : program.nodes) {
     const Shape& a = shapes[n.inputs[0]];
     bool ok = true;
-    if (n.op == Op::kRelu) shapes[n.output] = a;
-    else if (n.op == Op::kMatMul) ok = MatMulShape(a, shapes[n.inputs[1]], shapes[n.output]);
-    else if (n.op == Op::kGemm)
-      ok = GemmShape(n, a, shapes[n.inputs[1]], n.inputs.size() == 3 ? &shapes[n.inputs[2]] : nullptr, shapes[n.output]);
-    else ok = Broadcast(a, shapes[n.inputs[1]], shapes[n.output]);
+    if (n.op == Op::kRelu) {
+      shapes[n.output] = a;
+    } else if (n.op == Op::kMatMul) {
+      ok = MatMulShape(a, shapes[n.inputs[1]], shapes[n.output]);
+    } else if (n.op == Op::kGemm) {
+      const Shape* c = n.inputs.size() == 3 ? &shapes[n.inputs[2]] : nullptr;
+      ok = GemmShape(n, a, shapes[n.inputs[1]], c, shapes[n.output]);
+    } else {
+      ok = Broadcast(a, shapes[n.inputs[1]], shapes[n.output]);
+    }
     RETURN_ERROR_IF(!ok, std::string("RacefuzzTestbed: ") + OpName(n.op) + " cannot take shapes " + ShapeText(a) +
                              " and " + ShapeText(shapes[n.inputs.back()]) + ".");
   }

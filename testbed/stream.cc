@@ -63,8 +63,10 @@ namespace {
 
 // B7 removes every sync point, not only the one in Compute: the seed had none of them.
 OrtStatus* SyncUnlessB7(SessionStream* session) {
+  TESTBED_API_BEGIN
   if (session != nullptr && !Enabled(Bug::kNoComputeSync)) session->Sync();
   return nullptr;
+  TESTBED_API_END
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from testbed_scenarios import build_mixed, build_mlp, run_scenario
+from testbed_scenarios import build_gemm, build_mixed, build_mlp, run_scenario
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +106,15 @@ def test_a_model_with_another_op_runs_on_the_cpu_ep(testbed_library: Path, tmp_p
     result = run_scenario(testbed_library, model, "alone", "dml", trace=trace)
     assert (result.outcome, result.message) == ("ok", "")
     assert not trace.exists() or trace.read_text() == ""  # the EP claimed nothing
+
+
+@pytest.mark.parametrize("profile", ["dml", "mgx"])
+def test_an_explicit_gemm_with_its_attributes_matches_the_cpu_ep(
+    testbed_library: Path, tmp_path: Path, profile: str
+) -> None:
+    model = tmp_path / "gemm.onnx"
+    build_gemm(model)
+    trace = tmp_path / "trace.jsonl"
+    result = run_scenario(testbed_library, model, "alone", profile, trace=trace)
+    assert (result.outcome, result.message) == ("ok", "")
+    assert '"ev":"compute"' in trace.read_text()  # computed by the EP, not the CPU EP

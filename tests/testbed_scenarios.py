@@ -88,6 +88,29 @@ def build_mixed(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+def build_gemm(path: Path) -> None:
+    """An explicit Gemm with every attribute away from its default, then Relu: [4,32] -> [4,16]."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    b = (rng.standard_normal((16, 32)) / np.sqrt(32)).astype(np.float32)  # used transposed
+    c = (0.1 * rng.standard_normal((1, 16))).astype(np.float32)
+    nodes = [
+        helper.make_node("Gemm", ["X", "B", "C"], ["g"], alpha=0.5, beta=2.0, transB=1),
+        helper.make_node("Relu", ["g"], ["Y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gemm",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(INPUT_SHAPE))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, list(OUTPUT_SHAPE))],
+        [numpy_helper.from_array(b, "B"), numpy_helper.from_array(c, "C")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, str(path))
+
+
 class ScenarioFailure(Exception):
     """Wrong data, without ORT raising: `kind` is "zeroed" or "mismatch"."""
 
