@@ -25,7 +25,7 @@ Backend* BackendAllocator::Resolve() const {
   // gpu_ep::Allocator::GetBackendAllocator(): re-read the shared slot on every call. The seed kept
   // this lazy on purpose for the factory allocator (shared, no session to pin to); B4 is what
   // happens when sessions use it too.
-  return bound_ != nullptr ? bound_ : slot::CurrentAllocatorBackend();
+  return bound_ != nullptr ? bound_ : slot::Read().allocator_backend;
 }
 
 void* ORT_API_CALL BackendAllocator::AllocImpl(OrtAllocator* this_ptr, size_t size) noexcept {

@@ -1,7 +1,6 @@
 #include "data_transfer.h"
 
 #include "backends/backend.h"
-#include "bugs.h"
 #include "factory.h"
 #include "status.h"
 #include "stream.h"
@@ -37,22 +36,19 @@ Backend* DataTransfer::Resolve() {
   switch (mode_) {
     case Mode::kFrozen:
       return frozen_;
-    case Mode::kLazy: {
-      // Compare-and-recreate (#80): re-query the slot on each use and rebuild when it changed, so
-      // neither the null nor a stale backend can be latched.
-      Backend* current = slot::CurrentBackend();
-      if (current != resolved_.load()) resolved_.store(current);
-      return current;
-    }
+    case Mode::kLazy:
+      // Compare-and-recreate (#80): re-query the slot on each use, so neither the null nor a stale
+      // backend can be latched. Backend copies keep no state, so "rebuilding" is re-pointing.
+      return slot::Read().backend;
     case Mode::kLatchOnce: {
       // B1, pre-3fb9104: `if (backend_data_transfer_ == nullptr)` with no pointer comparison. The
       // first backend seen is kept forever, process-wide: a DirectML session in a process that
       // already used MIGraphX gets the HIP transfer (AIRADSW-750).
-      Backend* latched = resolved_.load();
+      Backend* latched = latched_.load();
       if (latched == nullptr) {
-        Backend* current = slot::CurrentBackend();
-        resolved_.compare_exchange_strong(latched, current);
-        latched = resolved_.load();
+        Backend* current = slot::Read().backend;
+        latched_.compare_exchange_strong(latched, current);
+        latched = latched_.load();
       }
       return latched;
     }

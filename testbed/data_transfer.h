@@ -48,7 +48,7 @@ class DataTransfer : public OrtDataTransferImpl {
   const Mode mode_;
   Backend* const frozen_;
   const int64_t session_;
-  std::atomic<Backend*> resolved_{nullptr};  // kLazy: the backend transfer built last
+  std::atomic<Backend*> latched_{nullptr};  // kLatchOnce: the first backend seen
 };
 
 }  // namespace testbed

@@ -29,59 +29,40 @@ namespace {
 // on two threads interleave inside it within a few tries.
 constexpr std::chrono::milliseconds kTornWriteWindow{5};
 
-struct Fields {
+struct AtomicFields {
   std::atomic<Backend*> backend{nullptr};
-  std::atomic<Backend*> allocator{nullptr};
+  std::atomic<Backend*> allocator_backend{nullptr};
 };
 
-Fields g_fields;
-thread_local Fields t_fields;
+AtomicFields g_fields;
+thread_local AtomicFields t_fields;
 std::mutex g_mutex;
 
 // B5, the rejected per-thread design: each thread has its own slot.
-Fields& Current() { return Enabled(Bug::kThreadLocalSlot) ? t_fields : g_fields; }
+AtomicFields& Current() { return Enabled(Bug::kThreadLocalSlot) ? t_fields : g_fields; }
 
 }  // namespace
 
 void Publish(Backend* backend) {
-  Fields& fields = Current();
+  AtomicFields& fields = Current();
   if (Enabled(Bug::kTornSlotWrite)) {
     // B8: two fields written one after the other, no lock. A CreateEp on another thread that
     // lands between them leaves a backend of one session next to the allocator of the other.
     fields.backend.store(backend);
     std::this_thread::sleep_for(kTornWriteWindow);
-    fields.allocator.store(backend);
+    fields.allocator_backend.store(backend);
     return;
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   fields.backend.store(backend);
-  fields.allocator.store(backend);
+  fields.allocator_backend.store(backend);
 }
 
-void Read(Backend*& backend, Backend*& allocator_backend) {
-  Fields& fields = Current();
-  if (Enabled(Bug::kTornSlotWrite)) {
-    backend = fields.backend.load();
-    allocator_backend = fields.allocator.load();
-    return;
-  }
+Fields Read() {
+  AtomicFields& fields = Current();
+  if (Enabled(Bug::kTornSlotWrite)) return Fields{fields.backend.load(), fields.allocator_backend.load()};
   std::lock_guard<std::mutex> lock(g_mutex);
-  backend = fields.backend.load();
-  allocator_backend = fields.allocator.load();
-}
-
-Backend* CurrentBackend() {
-  Backend* backend = nullptr;
-  Backend* allocator_backend = nullptr;
-  Read(backend, allocator_backend);
-  return backend;
-}
-
-Backend* CurrentAllocatorBackend() {
-  Backend* backend = nullptr;
-  Backend* allocator_backend = nullptr;
-  Read(backend, allocator_backend);
-  return allocator_backend;
+  return Fields{fields.backend.load(), fields.allocator_backend.load()};
 }
 
 }  // namespace slot
@@ -242,7 +223,9 @@ OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, OrtEp
   if (Enabled(Bug::kTornSlotWrite)) {
     // B8: the seed's EP captured its backend by reading the slot back (GetBackendFactory()) after
     // writing it; with the torn write, a concurrent construction makes the two fields disagree.
-    slot::Read(backend, allocator_backend);
+    const slot::Fields seen = slot::Read();
+    backend = seen.backend;
+    allocator_backend = seen.allocator_backend;
   }
   t_binding = SessionBinding{generation_, session, backend, allocator_backend};
   if (Enabled(Bug::kThreadLocalSlot)) t_session_backends[session] = backend;
@@ -293,7 +276,7 @@ OrtStatus* ORT_API_CALL TestbedFactory::CreateDataTransferImpl(OrtEpFactory* thi
   if (Enabled(Bug::kEagerSnapshot)) {
     // B2, 3fb9104: snapshot the slot in the constructor. At registration no CreateEp has run, so
     // instance #1 freezes null.
-    *data_transfer = new DataTransfer(Mode::kFrozen, slot::CurrentBackend(), session);
+    *data_transfer = new DataTransfer(Mode::kFrozen, slot::Read().backend, session);
   } else if (binding != nullptr && !Enabled(Bug::kLazyReresolve)) {
     // Fixed: a per-session instance is frozen to its own session's backend, which cannot change.
     *data_transfer = new DataTransfer(Mode::kFrozen, binding->backend, session);

@@ -24,13 +24,16 @@ class Backend;
 
 namespace slot {
 
-// Every CreateEp publishes its backend here (both fields: the backend that copies, and the one
-// the factory allocator allocates from). Atomic as a pair unless B8 tears it.
+// The slot's two fields: the backend that copies, and the one the factory allocator uses.
+struct Fields {
+  Backend* backend = nullptr;
+  Backend* allocator_backend = nullptr;
+};
+
+// Every CreateEp publishes its backend here, in both fields. Atomic as a pair unless B8 tears it.
 void Publish(Backend* backend);
 // Both fields as the calling thread sees them now (one lock, so consistent unless B8 is on).
-void Read(Backend*& backend, Backend*& allocator_backend);
-Backend* CurrentBackend();
-Backend* CurrentAllocatorBackend();
+Fields Read();
 
 }  // namespace slot
 
