@@ -141,8 +141,8 @@ class Runtime:
         return None if mem is None or mem.name == "Cpu" else mem
 
     def _value(self, shape: Sequence[int], dtype: Any, mem: Any) -> Any:
-        if mem is None:
-            return ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dtype=dtype))
+        if mem is None:  # ORT-owned host memory (a view of a temporary array would dangle)
+            return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype)
         return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, memory_info=mem)
 
     @staticmethod
@@ -225,10 +225,14 @@ class Runtime:
         path = self.models[step["model"]]
         if profile.library is None and profile.ep_name.endswith("ExecutionProvider"):
             providers = [(profile.ep_name, dict(profile.options))]
-            sess = ort.InferenceSession(path, sess_options=so, providers=providers)
+            sess = ort.InferenceSession(
+                path, sess_options=so, providers=providers, enable_fallback=0
+            )
         else:
             so.add_provider_for_devices(self._devices(profile), dict(profile.options))
-            sess = ort.InferenceSession(path, sess_options=so)
+            # No fallback: ORT would otherwise rebuild a failed session on the CPU EP, print
+            # "EP Error" and carry on, hiding exactly what racefuzz looks for.
+            sess = ort.InferenceSession(path, sess_options=so, enable_fallback=0)
         with self._lock:
             self.sessions[step["session"]] = _Session(sess, profile, step["model"])
         return {"ok": True}
@@ -266,7 +270,10 @@ class Runtime:
         return _Value(dev, data, profile, mem is None)
 
     def _download(self, v: _Value) -> Outcome:
-        back = ort.OrtValue.ortvalue_from_numpy(np.zeros_like(v.data))
+        # `host` is kept alive here: the OrtValue only borrows its buffer, and reading the value
+        # back through `.numpy()` after the array died would read freed memory.
+        host = np.zeros_like(v.data)
+        back = ort.OrtValue.ortvalue_from_numpy(host)
         self._copy(v.value, back, v.host_only)
         data = v.data
         got = back.numpy()
