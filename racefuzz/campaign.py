@@ -16,6 +16,7 @@ The campaign publishes what happens (`CampaignState`, log lines) and never reads
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -111,7 +112,8 @@ def space_for(target: Target, max_steps: int, max_threads: int, lifecycle: bool 
     )
 
 
-ShrinkHook = Callable[[FindingRecord, Schedule, RunResult], None]
+ShrinkHook = Callable[[FindingRecord, Schedule, RunResult, "Launcher | None"], None]
+Task = Callable[["Launcher | None"], None]
 
 
 class Campaign:
@@ -142,7 +144,12 @@ class Campaign:
         self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
         self._cancel: trio.CancelScope | None = None
         # Work about findings (baseline, shrink) that job slots take before fuzzing more.
-        self._tasks: deque[tuple[str, Callable[[], None]]] = deque()
+        # Black-box findings first: a misroute (white-box) usually shadows one of them.
+        self._tasks: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
+        self._task_order = 0
+        self._task_slots = 0  # slots busy with tasks now
+        self._task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
+        self._fuzz_s = 0.0
         self._live_pids: set[int] = set()
         (out_dir / "findings").mkdir(parents=True, exist_ok=True)
         (out_dir / "corpus").mkdir(parents=True, exist_ok=True)
@@ -163,6 +170,9 @@ class Campaign:
                         nursery.start_soon(self._job, slot)
         finally:
             self._kill_live()
+            for rec in self.state.findings.values():
+                if rec.state in ("new", "shrinking"):
+                    rec.state = "not shrunk (time is up)"
             self.state.done = True
         return self.state
 
@@ -185,24 +195,40 @@ class Campaign:
             if launcher is not None:
                 launcher.close()
 
+    def _may_take_task(self) -> bool:
+        """Tasks never starve fuzzing: at most half the slots, or half the time of a lone one."""
+        if not self._tasks:
+            return False
+        if self.config.jobs > 1:
+            return self._task_slots < self.config.jobs // 2
+        return self._task_s <= self._fuzz_s
+
     async def _job_loop(self, launcher: Launcher | None) -> None:
         while True:
-            if self._tasks:
-                label, task = self._tasks.popleft()
+            if self._may_take_task():
+                _, _, label, task = heapq.heappop(self._tasks)
                 self.note(label)
-                await trio.to_thread.run_sync(task, abandon_on_cancel=True)
+                self._task_slots += 1
+                t0 = time.monotonic()
+                try:
+                    await trio.to_thread.run_sync(task, launcher, abandon_on_cancel=True)
+                finally:
+                    self._task_slots -= 1
+                    self._task_s += time.monotonic() - t0
                 continue
             schedule = self.strategy.next_schedule()
             if schedule is None:
                 return
             source = getattr(self.strategy, "last_source", None) or self.strategy.name
             self.state.busy += 1
+            t0 = time.monotonic()
             try:
                 result = await trio.to_thread.run_sync(
                     self._execute, schedule, launcher, abandon_on_cancel=True
                 )
             finally:
                 self.state.busy -= 1
+                self._fuzz_s += time.monotonic() - t0
             self._record(result, str(source))
 
     def _execute(self, schedule: Schedule, launcher: Launcher | None) -> RunResult:
@@ -247,19 +273,24 @@ class Campaign:
         corpus = self._unique_path(self.out_dir / "corpus", finding.slug)
         save(result.schedule, corpus, exclusive=True)
         baselines, hook = self.baselines, self.shrink_hook
+        rank = 1 if finding.kind == "misroute" else 0
         if baselines is not None:
 
-            def classify() -> None:
+            def classify(launcher: Launcher | None) -> None:
                 rec.finding = baselines.classify(result.schedule, rec.finding)
 
-            self._tasks.append((f"baseline of {finding.kind} on {finding.op}", classify))
+            self._add_task(rank, f"baseline of {finding.kind} on {finding.op}", classify)
         if self.config.shrink and hook is not None:
 
-            def shrink() -> None:
+            def shrink(launcher: Launcher | None) -> None:
                 rec.state = "shrinking"
-                hook(rec, result.schedule, result)
+                hook(rec, result.schedule, result, launcher)
 
-            self._tasks.append((f"shrinking {finding.kind} on {finding.op}", shrink))
+            self._add_task(2 + rank, f"shrinking {finding.kind} on {finding.op}", shrink)
+
+    def _add_task(self, priority: int, label: str, task: Task) -> None:
+        self._task_order += 1
+        heapq.heappush(self._tasks, (priority, self._task_order, label, task))
 
     @staticmethod
     def _unique_path(folder: Path, stem: str) -> Path:

@@ -19,10 +19,12 @@ from racefuzz import dashboard, executor, results
 from racefuzz.baseline import Baselines
 from racefuzz.campaign import Campaign, CampaignConfig, FindingRecord, ShrinkHook
 from racefuzz.errors import RacefuzzError
+from racefuzz.executor import Launcher
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import Schedule, load_many
 from racefuzz.shrink_command import shrink_to_bundle
 from racefuzz.target import Target
+from racefuzz.zygote_pool import LauncherClosed
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "schedules"
 
@@ -80,7 +82,9 @@ def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
 def make_shrink_hook(
     target: Target, spec: str, options: executor.RunOptions, budget: float, root: Path
 ) -> ShrinkHook:
-    def hook(record: FindingRecord, schedule: Schedule, failing: RunResult) -> None:
+    def hook(
+        record: FindingRecord, schedule: Schedule, failing: RunResult, launcher: Launcher | None
+    ) -> None:
         try:
             result, bundle = shrink_to_bundle(
                 target,
@@ -91,8 +95,12 @@ def make_shrink_hook(
                 root,
                 options=options,
                 budget_s=budget,
+                launcher=launcher,
                 best_path=record.original.with_suffix(".min.json"),
             )
+        except LauncherClosed:
+            record.state = "not shrunk (time is up)"
+            return
         except Exception as e:  # a shrink bug must not lose the finding: it is on disk
             record.state = f"shrink-failed: {type(e).__name__}: {e}"[:80]
             return

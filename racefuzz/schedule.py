@@ -265,13 +265,17 @@ def _overlap_problems(
     """Steps of one group are released together and may run in any order, so none may depend
     on another: no use of a session or value that a step of the group makes (or a make of one
     that a step of the group uses), no copy or alloc beside the schedule's first `create`, no
-    step beside the `register` of the library it needs."""
+    step beside the `register` or `unregister` of the library it needs (ORT's contract: a
+    library is not unregistered while sessions on it are being built)."""
     out: list[str] = []
     steps = schedule.steps
     g = steps[start].group
     first_create = next((i for i, s in enumerate(steps) if s.op is Op.CREATE), None)
     named: dict[tuple[str, str], tuple[int, Op]] = {}  # (kind, name) -> first step naming it
-    registers: list[str] = []  # keys registered by earlier steps of the group
+    # Keys that some step of the group registers or unregisters (order within a group is moot).
+    registers = [
+        s.library or "*" for s in steps[start:stop] if s.op in (Op.REGISTER, Op.UNREGISTER)
+    ]
     for k in range(start, stop):
         s = steps[k]
         for kind, name in (("session", s.session), ("value", s.value), ("library", None)):
@@ -292,9 +296,9 @@ def _overlap_problems(
             # Without the target's map, which library a profile needs is unknown: let it be.
             lib = library_of(profile) if library_of and profile else None
             if lib is not None and ("*" in registers or lib in registers or lib == "*"):
-                out.append(f"step {k}: '{s.op}' overlaps a 'register' it needs in group {g}")
-        if s.op is Op.REGISTER:
-            registers.append(s.library or "*")
+                out.append(
+                    f"step {k}: '{s.op}' overlaps a register/unregister it needs in group {g}"
+                )
     return out
 
 

@@ -29,8 +29,13 @@ def available() -> bool:
     return hasattr(os, "fork") and sys.platform != "win32"
 
 
+class LauncherClosed(RuntimeError):
+    """The job slot that owned this launcher has ended (deadline or Ctrl-C)."""
+
+
 class ZygoteLauncher:
     def __init__(self) -> None:
+        self._closed = False
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()  # one schedule at a time per zygote
 
@@ -47,11 +52,14 @@ class ZygoteLauncher:
         return self._proc
 
     def close(self) -> None:
+        self._closed = True  # a task abandoned mid-run must not start a new zygote
         if self._proc is not None and self._proc.poll() is None:
             kill_tree(self._proc.pid)
         self._proc = None
 
     def launch(self, job: str, env: dict[str, str], err_path: Path, tmp: Path) -> Launched:
+        if self._closed:
+            raise LauncherClosed("this job slot has ended")
         self._lock.acquire()
         try:
             return self._launch(job, env, err_path, tmp)

@@ -163,9 +163,21 @@ class State:
                 assert self.group_base is not None
                 if not self.group_base.allows(replace(step, group=None), space):
                     return False
+                if self._lifecycle_clash(step):
+                    return False
             elif step.group in self.groups_used:
                 return False
         return self._allows_op(step, space)
+
+    def _lifecycle_clash(self, step: Step) -> bool:
+        """A library is not (un)registered while a step of the same group relies on it.
+
+        Stricter than `problems()` (any library, not just the one needed): simple and enough.
+        """
+        g = self.current_group()
+        members = [s for s in reversed(self.steps) if s.group == g]
+        ops = {s.op for s in members} | {step.op}
+        return bool(ops & {Op.REGISTER, Op.UNREGISTER}) and bool(ops & NEEDS_REGISTRATION)
 
     def _allows_op(self, step: Step, space: Space) -> bool:
         op = step.op
