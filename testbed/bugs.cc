@@ -61,7 +61,39 @@ const Switches& TheSwitches() {
 // Forces the parse (and its stderr line) at load, not at the first query.
 [[maybe_unused]] const Switches& g_parsed_at_load = TheSwitches();
 
+struct FaultSwitch {
+  Fault fault = Fault::kNone;
+  std::string backend;
+
+  FaultSwitch() {
+    const char* raw = std::getenv("RACEFUZZ_TESTBED_FAULT");
+    if (raw == nullptr || *raw == '\0') return;
+    std::string text = raw;
+    size_t colon = text.find(':');
+    std::string kind = text.substr(0, colon);
+    backend = colon == std::string::npos ? "" : text.substr(colon + 1);
+    if (kind == "hang") {
+      fault = Fault::kHang;
+    } else if (kind == "segv") {
+      fault = Fault::kSegv;
+    } else {
+      std::fprintf(stderr, "racefuzz testbed: ignoring RACEFUZZ_TESTBED_FAULT=%s\n", raw);
+    }
+  }
+};
+
+const FaultSwitch& TheFault() {
+  static const FaultSwitch fault;
+  return fault;
+}
+
 }  // namespace
+
+Fault FaultFor(const char* backend_name) {
+  const FaultSwitch& f = TheFault();
+  if (f.fault == Fault::kNone) return Fault::kNone;
+  return f.backend.empty() || f.backend == backend_name ? f.fault : Fault::kNone;
+}
 
 bool Enabled(Bug bug) { return TheSwitches().on[static_cast<int>(bug)]; }
 

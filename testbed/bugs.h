@@ -27,4 +27,10 @@ bool Enabled(Bug bug);
 // "B1,B3" style list of the switches in force, for logs.
 std::string EnabledList();
 
+// Not a seed behaviour: RACEFUZZ_TESTBED_FAULT=hang:<profile> or segv:<profile> makes every
+// Compute on that backend block forever or dereference null. It exists so that racefuzz's own
+// crash and hang handling is tested against a real native hang and a real SIGSEGV.
+enum class Fault : int { kNone = 0, kHang, kSegv };
+Fault FaultFor(const char* backend_name);
+
 }  // namespace testbed

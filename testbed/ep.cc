@@ -1,5 +1,8 @@
 #include "ep.h"
 
+#include <chrono>
+#include <thread>
+
 #include <vector>
 
 #include "allocator.h"
@@ -239,6 +242,17 @@ OrtStatus* TestbedEp::Compute(const std::shared_ptr<const Program>& program, Ort
     trace::Compute(name, session_, ins, outs, misroute);
   }
   if (backend == nullptr) return nullptr;
+  switch (FaultFor(backend->name())) {
+    case Fault::kHang:  // a device that never completes: the racefuzz hang oracle's target
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    case Fault::kSegv: {  // a real invalid access, not raise(): what a broken EP really does
+      volatile int* null_pointer = nullptr;
+      *null_pointer = 1;
+      break;
+    }
+    case Fault::kNone:
+      break;
+  }
 
   WorkQueue* queue = stream_->QueueForThisThread();
   RETURN_IF_ERROR(backend->Launch(program, inputs, outputs, queue));

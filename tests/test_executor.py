@@ -1,0 +1,108 @@
+"""The executor turns a real native crash or hang into a result, and moves on.
+
+The testbed's RACEFUZZ_TESTBED_FAULT switch makes its Compute really block forever or really
+dereference null on one backend; nothing here is simulated in Python.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from racefuzz import executor
+from racefuzz.outcome import Exit
+from racefuzz.schedule import Op, Schedule, Step, save
+from racefuzz.target import Target, load_target
+from racefuzz.zygote_pool import ZygoteLauncher, available
+
+TWO_THREADS = Schedule(
+    2,
+    (
+        Step(0, Op.REGISTER),
+        Step(0, Op.CREATE, session="s1", profile="dml", model="tiny"),
+        Step(0, Op.CREATE, session="s2", profile="mgx", model="tiny"),
+        Step(1, Op.RUN, session="s1", group=1),
+        Step(0, Op.RUN, session="s2", group=1),
+        Step(1, Op.RUN, session="s1"),
+    ),
+    "fault",
+)
+
+
+def faulty(fault: str) -> Target:
+    return load_target("testbed").with_env(RACEFUZZ_TESTBED_FAULT=fault)
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["spawn", "zygote"])
+def test_a_native_segfault_is_a_crash_with_every_threads_stack_and_the_steps_in_flight(
+    testbed_library: Path, fast: bool
+) -> None:
+    if fast and not available():
+        pytest.skip("no fork on this platform")
+    launcher = ZygoteLauncher() if fast else None
+    try:
+        r = executor.run(faulty("segv:mgx"), TWO_THREADS, launcher=launcher)
+    finally:
+        if launcher is not None:
+            launcher.close()
+    assert r.exit is Exit.CRASH and r.signal == "SIGSEGV"
+    assert 4 in r.in_flight  # the mgx run; the overlapping dml run may have finished first
+    (crash,) = [f for f in r.findings if f.kind == "crash"]
+    assert crash.message == "SIGSEGV" and "mgx" in crash.profiles
+    assert "Fatal Python error: Segmentation fault" in r.stacks
+    assert r.stacks.count("Thread 0x") + r.stacks.count("Current thread 0x") >= 2
+    assert "op_run" in r.stacks  # the Python frame of the step that was running
+    assert [o.step for o in r.outcomes][:3] == [0, 1, 2]  # what came before is kept
+
+
+def test_a_native_hang_is_a_hang_within_its_timeout_and_the_worker_is_killed(
+    testbed_library: Path,
+) -> None:
+    options = executor.RunOptions(step_timeout=3.0)
+    t0 = time.monotonic()
+    r = executor.run(faulty("hang:mgx"), TWO_THREADS, options)
+    elapsed = time.monotonic() - t0
+    assert r.exit is Exit.HANG
+    assert elapsed < options.step_timeout + 8  # timeout, faulthandler grace, kill, cleanup
+    (hang,) = [f for f in r.findings if f.kind == "hang"]
+    assert hang.op == "run" and 4 in r.in_flight
+    assert "Timeout (0:00:03)!" in r.stacks and "op_run" in r.stacks
+
+
+def test_replay_goes_on_with_the_next_schedule_after_a_crash(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    save(TWO_THREADS, tmp_path / "a_crash.json")
+    clean = Schedule(
+        1,
+        (
+            Step(0, Op.REGISTER),
+            Step(0, Op.CREATE, session="s1", profile="dml", model="tiny"),
+            Step(0, Op.RUN, session="s1"),
+        ),
+    )
+    save(clean, tmp_path / "b_clean.json")
+    env = {"RACEFUZZ_TESTBED_FAULT": "segv:mgx"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "racefuzz",
+            "replay",
+            str(tmp_path),
+            "--target",
+            "testbed",
+            "--no-baseline",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, **env},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "fault: FINDINGS" in proc.stdout and "b_clean: clean" in proc.stdout
+    assert "2 schedule(s) replayed x1, 1 with findings" in proc.stdout
