@@ -27,6 +27,7 @@ _NUM = re.compile(r"(?<![A-Za-z])\d+(\.\d+)?")
 _QUOTED = re.compile(r"'[^']*'")
 _PATH = re.compile(r"(/|[A-Za-z]:\\)[^\s:'\"]+")
 _SPACE = re.compile(r"\s+")
+_CXX_WHERE = re.compile(r"^\S+\.(cc|cpp|h):\d+ [^(]*\((?:[^()]|\([^()]*\))*\)\s*(const\s*)?")
 # ORT wraps EP errors in boilerplate that names nodes and graphs; the EP's own words follow.
 _ORT_STATUS = re.compile(r"Status Message:\s*(.*)$", re.S)
 _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*[A-Z_]+\s*:\s*")
@@ -41,6 +42,9 @@ def normalise(message: str) -> str:
     # The Python exception class: ORT's ("Fail: [ONNXRuntimeError] ...") or any *Error.
     text = re.sub(r"^(\w+:\s*(?=\[ONNXRuntimeError\])|\w*(Error|Exception):\s*)", "", text)
     text = _ORT_PREFIX.sub("", text)
+    # ORT's own failures name the C++ source line and function before the words that matter:
+    # ".../utils.cc:221 onnxruntime::common::Status onnxruntime::utils::F(...) <words>".
+    text = _CXX_WHERE.sub("", text)
     text = _PATH.sub("<path>", text)
     text = _QUOTED.sub("'…'", text)
     text = _HEX.sub("<addr>", text)

@@ -114,7 +114,7 @@ def normalised(schedule: Schedule) -> Schedule:
         thread = threads.setdefault(s.thread, len(threads))
         session = s.session and sessions.setdefault(s.session, f"s{len(sessions) + 1}")
         value = s.value and values.setdefault(s.value, f"v{len(values) + 1}")
-        group = None if s.group is None else groups.setdefault(s.group, len(groups))
+        group = None if s.group is None else groups.setdefault(s.group, len(groups) + 1)
         steps.append(replace(s, thread=thread, session=session, value=value, group=group))
     return replace(schedule, threads=max(1, len(threads)), steps=tuple(steps))
 

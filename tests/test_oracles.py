@@ -78,3 +78,17 @@ def test_normalise_strips_the_python_class_of_a_plain_ort_failure() -> None:
     raw = "Fail: [ONNXRuntimeError] : 1 : FAIL : HIP failure 1: invalid argument"
     assert normalise(raw) == "HIP failure N: invalid argument"
     assert normalise("RuntimeError: DML: bad handle 7") == "DML: bad handle N"
+
+
+def test_normalise_drops_the_cxx_source_line_and_function_of_ort_s_own_failures() -> None:
+    raw = (
+        "Fail: [ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/framework/"
+        "utils.cc:221 onnxruntime::common::Status onnxruntime::utils::BatchOrCopyMLValue(const "
+        "onnxruntime::SessionState&, std::vector<onnxruntime::IDataTransfer::SrcDstPair>*) "
+        "allocator != nullptr was false. Failed to find allocator for device Device:[DeviceType:1 "
+        "VendorId:4098]\n"
+    )
+    assert normalise(raw) == (
+        "allocator != nullptr was false. Failed to find allocator for device "
+        "Device:[DeviceType:N VendorId:N]"
+    )

@@ -252,8 +252,8 @@ CASES: dict[str, tuple[Pattern, Schedule]] = {
         [reg(2), (g(create(3, "d", "dml"), 1), g(create(1, "m", "mgx"), 1)), run(0, "d")],
         minimal(
             reg(),
-            g(create(0, "s1", "dml"), 0),
-            g(create(1, "s2", "mgx"), 0),
+            g(create(0, "s1", "dml"), 1),
+            g(create(1, "s2", "mgx"), 1),
             run(0, "s1"),
             threads=2,
         ),
@@ -466,8 +466,8 @@ def test_sort_key_ranks_steps_then_threads_then_groups_then_jitter_then_models_t
     grouped = base.with_steps(
         (
             base.steps[0],
-            replace(base.steps[1], group=0),
-            replace(base.steps[2], group=0),
+            replace(base.steps[1], group=1),
+            replace(base.steps[2], group=1),
             base.steps[3],
         )
     )

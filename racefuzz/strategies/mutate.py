@@ -190,7 +190,8 @@ def merge(steps: Steps, threads: int, space: Space, rng: random.Random) -> tuple
     if not pairs:
         return None
     i = rng.choice(creates if creates and rng.random() < 0.5 else pairs)
-    gid = steps[i].group or steps[i + 1].group or _fresh_group(steps)
+    gid = next((g for g in (steps[i].group, steps[i + 1].group) if g is not None), None)
+    gid = _fresh_group(steps) if gid is None else gid
     out = list(steps)
     out[i], out[i + 1] = replace(steps[i], group=gid), replace(steps[i + 1], group=gid)
     return out, threads
