@@ -246,8 +246,10 @@ def table(trials: Sequence[Trial], cap: float, spec: Specificity | None) -> str:
                 speed = f"{stats.median(stress) / max(med, 1e-9):.1f}x"
             work = stats.median([float(t.work) for t in ts])
             unit = "calls" if arm == STRESS else "schedules"
+            first = arm == next(a for a, v in by_arm.items() if v)
+            name, counts = (b.name, b.counts) if first else ("", "")
             lines.append(
-                f"| {b.name} | {b.counts} | {arm} | {found}/{len(ts)} | {med_s} | "
+                f"| {name} | {counts} | {arm} | {found}/{len(ts)} | {med_s} | "
                 f"{_fmt(q1)}-{_fmt(q3)} | {speed} | {p} | {a} | {work:.0f} {unit} |"
             )
             if arm == "portfolio":
