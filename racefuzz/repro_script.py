@@ -24,6 +24,7 @@ from racefuzz import oracles
 from racefuzz.outcome import Finding
 from racefuzz.schedule import Op, Schedule, to_json_obj
 from racefuzz.target import Target
+from racefuzz.worker import main as worker_main
 from racefuzz.worker import ops, sequencer
 
 DEFAULT_TIMES = 20
@@ -72,44 +73,20 @@ def load_module(name, source):
 
 
 def child(job):
+    """Run the schedule with racefuzz's own worker code, embedded below under its real names."""
+    for package in ("racefuzz", "racefuzz.worker"):  # so the worker's own imports resolve
+        sys.modules.setdefault(package, types.ModuleType(package))
+    load_module("racefuzz.worker.ops", OPS_SOURCE)
+    load_module("racefuzz.worker.sequencer", SEQUENCER_SOURCE)
+    worker = load_module("racefuzz.worker.main", WORKER_SOURCE)
+    job = json.loads(job)
+    job.update(schedule=SCHEDULE, profiles=PROFILES)
     import faulthandler
 
     faulthandler.enable(file=sys.stderr, all_threads=True)
-    sys.stdout.flush()
-    fd = os.dup(1)  # events go to the real stdout; native prints to fd 1 go to stderr
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    out, lock = os.fdopen(fd, "w", encoding="utf-8", buffering=1), threading.Lock()
-
-    def send(event):
-        with lock:
-            out.write(json.dumps(event, default=str) + "\n")
-            out.flush()
-
-    job = json.loads(job)
-    ops = load_module("racefuzz_ops", OPS_SOURCE)
-    seq = load_module("racefuzz_sequencer", SEQUENCER_SOURCE)
-    profiles = {n: ops.Profile.from_json(n, d) for n, d in PROFILES.items()}
-    runtime = ops.Runtime(job["libraries"], profiles, job["models"], job["seed"])
-    steps = SCHEDULE["steps"]
-
-    def run_step(i):
-        faulthandler.dump_traceback_later(job["step_timeout"], exit=False, file=sys.stderr)
-        send({"ev": "start", "step": i})
-        t0 = time.perf_counter()
-        outcome = runtime.step(i, steps[i]) if i < len(steps) else runtime.teardown()
-        outcome["ms"] = round((time.perf_counter() - t0) * 1000, 3)
-        send({"ev": "done", "step": i, **outcome})
-
-    slots = [seq.Slot(s["thread"], s.get("group"), int(s.get("jitter_us", 0))) for s in steps]
-    send({"ev": "ready"})
-    seq.Sequencer(slots, SCHEDULE["threads"], run_step).run()
-    if hasattr(runtime, "teardown"):  # racefuzz's last step: drop what the schedule left alive
-        run_step(len(steps))
-    faulthandler.cancel_dump_traceback_later()
-    send({"ev": "end"})
+    worker.run_job(job, worker.Channel(worker.protocol_stream()))
     sys.stderr.flush()
-    os._exit(0)  # skip teardown: a crash there is not what this schedule is about
+    os._exit(0)  # skip interpreter teardown: the worker's own teardown step already ran
 
 
 def replay(job, env, step_timeout):
@@ -302,6 +279,9 @@ SEQUENCER_SOURCE = @@SEQUENCER@@
 # racefuzz/worker/ops.py
 OPS_SOURCE = @@OPS@@
 
+# racefuzz/worker/main.py
+WORKER_SOURCE = @@WORKER@@
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 '''
@@ -407,6 +387,7 @@ def repro_source(
         "MODELS": "\n".join(encoded),
         "NORMALISE": literal(normalise_source()),
         "SEQUENCER": literal(inspect.getsource(sequencer)),
+        "WORKER": literal(inspect.getsource(worker_main)),
         "OPS": literal(inspect.getsource(ops)),
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.

@@ -268,33 +268,24 @@ def test_a_real_crash_is_observed_attributed_to_teardown_and_its_stacks_shown(
     assert lines[-1] == "reproduced 2/2"
 
 
-def _with_op_run(script: Path, folder: Path, body: str) -> Path:
-    """A copy of the script whose embedded `run` op is replaced, to make a real hang.
+def test_a_real_native_hang_of_the_child_is_observed_and_the_child_killed(
+    tmp_path: Path, testbed_library: Path
+) -> None:
+    # The testbed's fault switch makes its Compute block forever: a real hang in native code.
+    from racefuzz.target import load_target
 
-    racefuzz knows no EP that hangs, so the child is made to stop making progress; what is
-    under test is the parent: that it notices, names the step in flight and kills the child.
-    """
-    patch = f'OPS_SOURCE += {body!r}\n\nif __name__ == "__main__":'
-    text = script.read_text(encoding="utf-8").replace('if __name__ == "__main__":', patch)
-    path = folder / "repro.py"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def test_a_hang_of_the_child_is_observed_and_the_child_killed(tmp_path: Path) -> None:
-    cpu = cpu_target()
+    target = load_target("testbed").with_env(RACEFUZZ_TESTBED_FAULT="hang:mgx")
     schedule = Schedule(
         2,
         (
             Step(0, Op.REGISTER),
-            Step(0, Op.CREATE, session="s1", profile="cpu", model="tiny"),
+            Step(0, Op.CREATE, session="s1", profile="mgx", model="tiny"),
             Step(1, Op.RUN, session="s1"),
         ),
     )
-    hang = Finding("hang", "run", "no progress", ("cpu",), 2, "hang")
-    sleep = "\nimport time\nRuntime.op_run = lambda *a: time.sleep(120)\n"
-    hanging = _with_op_run(_write(tmp_path, schedule, hang, cpu), tmp_path, sleep)
-    proc = _run(hanging, "--times", "1", "--step-timeout", "1")
+    hang = Finding("hang", "run", "no progress", ("mgx",), 2, "hang")
+    script = _write(tmp_path, schedule, hang, target)
+    proc = _run(script, str(testbed_library), "--times", "1", "--step-timeout", "1")
     assert proc.returncode == 1, proc.stderr
     assert "replay 1/1: REPRODUCED: hang with step 2 (run) in flight" in proc.stdout
     assert "Timeout (0:00:01)!" in proc.stdout
