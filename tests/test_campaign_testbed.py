@@ -62,3 +62,48 @@ def test_the_fixed_testbed_shows_none_of_the_bug_symptoms_only_r1(
         # R1: env-level device memory (read, or IOBinding through env-allocated values)
         # routed to the backend that does not own it.
         assert f.op in ("read", "run_bound", "copy", "compute"), f.signature
+
+
+def test_a_target_that_segfaults_on_most_schedules_does_not_stop_the_campaign(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "racefuzz",
+            "run",
+            "--target",
+            "testbed",
+            "--seconds",
+            "25",
+            "--jobs",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--no-dashboard",
+            "--shrink-budget",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RACEFUZZ_TESTBED_FAULT": "segv:mgx"},
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    data = json.loads((folder / "findings.json").read_text())
+    summary = (folder / "summary.md").read_text()
+    crashes = [f for f in data["findings"] if f["kind"] == "crash"]
+    assert crashes and all(f["message"] == "SIGSEGV" for f in crashes)
+    assert data["schedules"] >= 40, summary  # crashes cost their run, not the campaign
+    assert (folder / crashes[0]["original"]).exists()
+    shrunk = [f for f in crashes if f["bundle"]]
+    assert shrunk, summary
+    report = (folder / shrunk[0]["bundle"] / "report.md").read_text()
+    assert "Fatal Python error: Segmentation fault" in report
