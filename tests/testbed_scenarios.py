@@ -33,40 +33,8 @@ INPUT_SHAPE = (4, 32)
 OUTPUT_SHAPE = (4, 16)
 
 
-def build_mlp(path: Path) -> None:
-    """(Relu(X·W1 + B1)·W2 + B2) * C, X [4,32]: the shape of racefuzz's `mlp`, fixed weights."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(2)
-    inits = {
-        "W1": (rng.standard_normal((32, 64)) / np.sqrt(32)).astype(np.float32),
-        "B1": (0.1 * rng.standard_normal(64)).astype(np.float32),
-        "W2": (rng.standard_normal((64, 16)) / 8).astype(np.float32),
-        "B2": (0.1 * rng.standard_normal(16)).astype(np.float32),
-        "C": rng.uniform(0.5, 2.0, 16).astype(np.float32),
-    }
-    nodes = [
-        helper.make_node("MatMul", ["X", "W1"], ["h1"]),
-        helper.make_node("Add", ["h1", "B1"], ["h2"]),
-        helper.make_node("Relu", ["h2"], ["h3"]),
-        helper.make_node("MatMul", ["h3", "W2"], ["h4"]),
-        helper.make_node("Add", ["h4", "B2"], ["h5"]),
-        helper.make_node("Mul", ["h5", "C"], ["Y"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "mlp",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(INPUT_SHAPE))],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, list(OUTPUT_SHAPE))],
-        [numpy_helper.from_array(v, k) for k, v in inits.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.save(model, str(path))
-
-
 def build_mixed(path: Path) -> None:
-    """The same input and output as `build_mlp` with a Softmax in the middle, an op the testbed
+    """The same input and output as racefuzz's `mlp` with a Softmax in the middle, an op the testbed
     does not compute: the EP claims nothing (all or nothing) and the model runs on the CPU EP."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
