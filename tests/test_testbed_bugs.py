@@ -20,7 +20,7 @@ BUGS = ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8")
 
 
 @pytest.fixture(scope="module")
-def mlp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mlp() -> Path:
     return models.model_path("mlp")  # X [4,32] -> Y [4,16], the ops the testbed computes
 
 

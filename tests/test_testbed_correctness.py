@@ -15,7 +15,7 @@ from racefuzz import models
 
 
 @pytest.fixture(scope="module")
-def mlp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mlp() -> Path:
     return models.model_path("mlp")  # X [4,32] -> Y [4,16], the ops the testbed computes
 
 
