@@ -274,7 +274,7 @@ class Campaign:
         save(result.schedule, corpus, exclusive=True)
         baselines, hook = self.baselines, self.shrink_hook
         rank = 1 if finding.kind == "misroute" else 0
-        if baselines is not None:
+        if baselines is not None and finding.step is not None:
 
             def classify(launcher: Launcher | None) -> None:
                 rec.finding = baselines.classify(result.schedule, rec.finding)

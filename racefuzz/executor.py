@@ -247,6 +247,9 @@ def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: 
         if ev is None:
             break
         last_event = time.monotonic()
+        if ps is not None and ev.get("ev") == "done":  # short runs never reach the idle poll
+            with contextlib.suppress(psutil.Error):
+                peak_rss = max(peak_rss, ps.memory_info().rss / 2**20)
         kind = ev.get("ev")
         if kind == "start":
             in_flight.add(int(ev["step"]))
