@@ -74,7 +74,9 @@ def revision() -> str:
         return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--", ".") else "")
+    # Only code that can change a figure counts; the results being written here do not.
+    dirty = git("status", "--porcelain", "--", "racefuzz", "testbed", "bench/*.py")
+    return head + (" (with uncommitted changes to racefuzz/testbed/bench code)" if dirty else "")
 
 
 def write(name: str, title: str, body: str, mode: Mode, command: str, seconds: float) -> Path:
