@@ -80,6 +80,9 @@ def testbed_target(bugs: Sequence[str] = (), library_path: Path | None = None) -
             provider_options={"profile": backend},
             device_type="gpu",
             vendor_id=AMD_VENDOR_ID,
+            # The testbed computes everything itself: ORT's intra-op pool has no work, and
+            # letting it spin after each run only burned half of every worker's CPU (bench/).
+            session_config={"session.intra_op.allow_spinning": "0"},
         )
         for backend in ("dml", "mgx")
     )
