@@ -186,7 +186,8 @@ def test_describe_names_libraries_profiles_aliases_and_models() -> None:
     assert text.splitlines()[0].startswith("target testbed:B3: racefuzz's testbed EP")
     assert f"  library testbed: {FAKE_LIB}" in text
     assert (
-        "  profile mgx: RacefuzzTestbed from testbed on gpu of vendor 0x1002 [profile=mgx, session.intra_op.allow_spinning=0]" in text
+        "  profile mgx: RacefuzzTestbed from testbed on gpu of vendor 0x1002 "
+        "[profile=mgx, session.intra_op.allow_spinning=0]" in text
     )
     assert "  models: tiny, mlp, wide" in text
     assert "  env: RACEFUZZ_TESTBED_BUGS=B3" in text
