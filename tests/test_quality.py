@@ -1,0 +1,27 @@
+"""The codebase stays as the standards say: mypy --strict and ruff clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_mypy_strict_is_clean_on_the_package_and_the_benchmarks() -> None:
+    proc = run("mypy", "--strict", "racefuzz", "bench")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def test_ruff_lint_and_format_are_clean() -> None:
+    lint = run("ruff", "check", ".")
+    assert lint.returncode == 0, lint.stdout[-4000:]
+    fmt = run("ruff", "format", "--check", ".")
+    assert fmt.returncode == 0, fmt.stdout[-4000:]
