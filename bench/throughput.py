@@ -281,7 +281,7 @@ def memory_table(m: Memory) -> str:
             f"{max(rss):.0f} | {rss[-1]:.0f} | {m.slope_mb_per_min():+.2f} | "
             f"{m.slope_mb_per_min(since=half):+.2f} |",
             "",
-            f"The campaign said: `{m.summary_line}`",
+            f"The campaign said: `{m.summary_line.split('; summary:')[0]}`",
         ]
     )
 
