@@ -6,8 +6,9 @@ with one job per core (each job its own thread and launcher, as a campaign's slo
 spawn path (`launcher=None`: a fresh interpreter per schedule) and on the zygote path
 (`ZygoteLauncher`: a fork of a pre-initialised process). Beside them, the floor that spawning
 cannot beat: starting a bare interpreter that imports onnxruntime, in a loop. CPU time is read
-from `getrusage` (this process and every reaped descendant), so "per CPU-second" does not depend
-on how busy the shared machine was; "per core" is the all-cores wall rate divided by the cores.
+from `getrusage` and psutil (this process, every reaped descendant and the live zygotes), for
+"per CPU-second"; "per core" is the all-cores wall rate divided by the cores. Both move with the
+load of a shared machine (spinning ORT thread pools burn more under contention): quote the date.
 
 Memory: a real `racefuzz run` (portfolio, shrinking on, every core) as a subprocess, its RSS
 sampled every second with psutil: start, median, max, end and the least-squares slope.
