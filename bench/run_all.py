@@ -79,14 +79,16 @@ def revision() -> str:
     return head + (" (with uncommitted changes to racefuzz/testbed/bench code)" if dirty else "")
 
 
-def write(name: str, title: str, body: str, mode: Mode, command: str, seconds: float) -> Path:
+def write(
+    name: str, title: str, body: str, mode: Mode, command: str, seconds: float, rev: str
+) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / (f"{name}-quick.md" if mode.quick else f"{name}.md")
     header = (
         f"# {title}\n\n"
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
         f"- machine: {machine()}\n"
-        f"- racefuzz: {revision()}\n"
+        f"- racefuzz: {rev}\n"
         f"- regenerate: `{command}` ({'quick' if mode.quick else 'full'} mode, "
         f"took {seconds:.0f} s)\n\n"
     )
@@ -179,19 +181,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sorted(args.only) != sorted(NAMES):
         command += " --only " + " ".join(args.only)
     t_all = time.monotonic()
+    # Read before anything runs: what this process imported is what was measured, even if the
+    # checkout moves on while it runs.
+    rev = revision()
     if "throughput" in args.only:
         t0 = time.monotonic()
         body = throughput_body(mode)
-        write("throughput", "Throughput and memory", body, mode, command, time.monotonic() - t0)
+        took = time.monotonic() - t0
+        write("throughput", "Throughput and memory", body, mode, command, took, rev)
     trials = None
     if "time_to_bug" in args.only:
         t0 = time.monotonic()
         body, trials = time_to_bug_body(mode)
-        write("time_to_bug", "Time to bug", body, mode, command, time.monotonic() - t0)
+        write("time_to_bug", "Time to bug", body, mode, command, time.monotonic() - t0, rev)
     if "shrink_quality" in args.only:
         t0 = time.monotonic()
         body = shrink_body(mode, trials)
-        write("shrink_quality", "Shrink quality", body, mode, command, time.monotonic() - t0)
+        took = time.monotonic() - t0
+        write("shrink_quality", "Shrink quality", body, mode, command, took, rev)
     log(f"done in {time.monotonic() - t_all:.0f} s")
     return 0
 
