@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +18,7 @@ from rich.table import Table
 from racefuzz import console as render
 from racefuzz import executor
 from racefuzz.baseline import Baselines
+from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import RunResult
 from racefuzz.replay import replay
@@ -37,13 +37,6 @@ def check_ort() -> str:
         need = ".".join(map(str, MIN_ORT))
         raise RacefuzzError(f"onnxruntime {version} is too old: racefuzz needs {need} or newer")
     return version
-
-
-def cache_dir() -> Path:
-    import os
-
-    root = os.environ.get("RACEFUZZ_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "racefuzz"
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -116,7 +109,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     target = load_target(args.target, args.config)
     options = _options(args)
     out = Console()
-    out.print(f"onnxruntime {version}, python {sys.version.split()[0]}, cache {cache_dir()}")
+    out.print(f"onnxruntime {version}, python {sys.version.split()[0]}, cache {cache_root()}")
     out.print(describe(target))
     probe = _probe(target)
     if "error" in probe:

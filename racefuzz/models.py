@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 
 if TYPE_CHECKING:
@@ -172,9 +173,7 @@ _BUILTIN_SPECS: Mapping[str, tuple[int, ...]] = {
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("RACEFUZZ_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "racefuzz"
-    return base / "models"
+    return cache_root() / "models"
 
 
 def _unknown(name: str) -> RacefuzzError:

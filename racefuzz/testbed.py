@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 
 BUGS: tuple[str, ...] = ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8")
@@ -77,11 +78,6 @@ def library_file_name() -> str:
     if sys.platform == "darwin":
         return "libracefuzz_testbed.dylib"
     return "libracefuzz_testbed.so"
-
-
-def cache_root() -> Path:
-    root = os.environ.get("RACEFUZZ_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "racefuzz"
 
 
 def library_path(progress: Progress | None = None) -> Path:
