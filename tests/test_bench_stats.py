@@ -5,14 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import sys
-from pathlib import Path
 
 import pytest
-
-# bench/ is not an installed package: import it from the checkout (plain `pytest` does not put
-# the repository root on sys.path).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.stats import a12, iqr, mann_whitney_u, median, quantile, ranks
 

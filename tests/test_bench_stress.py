@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
-
-# bench/ is not an installed package: import it from the checkout.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.stress import MAX_SESSIONS, MAX_VALUES, Pools, finding_of, run_stress
 from racefuzz.target import load_target
