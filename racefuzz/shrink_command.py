@@ -21,6 +21,8 @@ from racefuzz.executor import Launcher
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule, load
 from racefuzz.target import Target
+from racefuzz.zygote_pool import ZygoteLauncher
+from racefuzz.zygote_pool import available as zygote_available
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -129,20 +131,26 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
                 highlight=False,
             )
 
-    result, bundle = shrink_to_bundle(
-        target,
-        args.target,
-        original,
-        finding,
-        failing,
-        args.out,
-        options=options,
-        budget_s=args.budget,
-        replays=args.replays,
-        need=args.need,
-        best_path=best,
-        on_progress=progress,
-    )
+    launcher = ZygoteLauncher() if zygote_available() else None  # same runs, about 2x faster
+    try:
+        result, bundle = shrink_to_bundle(
+            target,
+            args.target,
+            original,
+            finding,
+            failing,
+            args.out,
+            options=options,
+            budget_s=args.budget,
+            replays=args.replays,
+            need=args.need,
+            launcher=launcher,
+            best_path=best,
+            on_progress=progress,
+        )
+    finally:
+        if launcher is not None:
+            launcher.close()
     best.unlink(missing_ok=True)
     out.print(timeline(result.final))
     k, n = result.reproduction
