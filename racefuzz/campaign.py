@@ -280,7 +280,9 @@ class Campaign:
                 rec.finding = baselines.classify(result.schedule, rec.finding)
 
             self._add_task(rank, f"baseline of {finding.kind} on {finding.op}", classify)
-        if self.config.shrink and hook is not None:
+        if finding.signature in self.known:
+            rec.state = "known from the resumed run"  # shrunk (or not) by that run
+        elif self.config.shrink and hook is not None:
 
             def shrink(launcher: Launcher | None) -> None:
                 rec.state = "shrinking"

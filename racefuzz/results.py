@@ -41,17 +41,31 @@ def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
 
 def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: Path | None) -> None:
     records = sorted(state.findings.values(), key=lambda r: r.first_seen_s)
+    # A resumed campaign writes into the same folder: what the earlier run found and this one
+    # did not meet again stays listed, never dropped.
+    earlier = [f for f in _earlier_findings(root) if f.get("signature") not in state.findings]
     payload = {
         **header,
         "elapsed_s": round(state.elapsed(), 1),
         "schedules": state.schedules,
         "interrupted": state.interrupted,
-        "findings": [_record_json(r, root) for r in records],
+        "findings": [_record_json(r, root) for r in records] + earlier,
     }
     _write(root / "findings.json", json.dumps(payload, indent=1) + "\n")
     _write(root / "summary.md", summary_markdown(state, root, header, records))
     if junit is not None:
         _write(junit, junit_xml(state, records, str(header.get("target", ""))))
+
+
+def _earlier_findings(root: Path) -> list[dict[str, Any]]:
+    path = root / "findings.json"
+    if not path.exists():
+        return []
+    try:
+        found = json.loads(path.read_text(encoding="utf-8")).get("findings", [])
+    except ValueError:
+        return []
+    return [f for f in found if isinstance(f, dict)]
 
 
 def summary_markdown(

@@ -107,3 +107,42 @@ def test_a_target_that_segfaults_on_most_schedules_does_not_stop_the_campaign(
     assert shrunk, summary
     report = (folder / shrunk[0]["bundle"] / "report.md").read_text()
     assert "Fatal Python error: Segmentation fault" in report
+
+
+def test_resume_keeps_every_earlier_finding_and_does_not_shrink_known_ones_again(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "racefuzz",
+                "run",
+                "--target",
+                "testbed:B3",
+                "--seconds",
+                "6",
+                "--no-dashboard",
+                "--no-shrink",
+                "--out",
+                str(tmp_path),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    assert run().returncode == 1
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    first = {f["signature"] for f in json.loads((folder / "findings.json").read_text())["findings"]}
+    again = run("--resume", str(folder), "--seed", "9")
+    assert again.returncode == 1, again.stderr
+    assert "known from the resumed run" in again.stdout
+    data = json.loads((folder / "findings.json").read_text())
+    assert first <= {f["signature"] for f in data["findings"]}
