@@ -16,6 +16,7 @@ count (interleaving-induced vs fails alone too) is decided by `baseline`, not he
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -116,22 +117,19 @@ def misroute_findings(result: RunResult) -> list[Finding]:
         if not line.get("misroute"):
             continue
         served = str(line.get("backend", "?"))
-        owners = sorted(
-            {str(b.get("owner")) for b in _buffers(line) if b.get("owner") not in (None, "host")}
-        )
+        touched = {b.get("owner") for b in trace_buffers(line)} - {None, "host"}
+        owners = sorted(str(o) for o in touched)
         message = f"{line.get('ev', '?')} served by {served}, memory owned by {'/'.join(owners)}"
         out.append(Finding("misroute", str(line.get("ev", "?")), message, (), None, str(line)))
     return out
 
 
-def _buffers(line: dict[str, Any]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for key in ("src", "dst", "buffer"):
-        if isinstance(line.get(key), dict):
-            found.append(line[key])
+def trace_buffers(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The buffers a testbed trace line touches (copy src/dst, alloc buffer, compute in/out)."""
+    found = [line[k] for k in ("src", "dst", "buffer") if isinstance(line.get(k), dict)]
     for key in ("inputs", "outputs"):
         if isinstance(line.get(key), list):
-            found.extend(b for b in line[key] if isinstance(b, dict))
+            found += [b for b in line[key] if isinstance(b, dict)]
     return found
 
 

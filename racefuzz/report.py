@@ -24,6 +24,7 @@ from typing import Any
 
 from racefuzz import envinfo, models
 from racefuzz.errors import RacefuzzError
+from racefuzz.oracles import trace_buffers
 from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
 from racefuzz.repro_script import libraries_registered, repro_source
 from racefuzz.schedule import Schedule, dumps, from_json_obj, loads, to_json_obj
@@ -254,14 +255,6 @@ def _outcomes(run: RunResult) -> list[str]:
     return lines
 
 
-def _buffers(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    found = [line[k] for k in ("src", "dst", "buffer") if isinstance(line.get(k), dict)]
-    for key in ("inputs", "outputs"):
-        if isinstance(line.get(key), list):
-            found += [b for b in line[key] if isinstance(b, dict)]
-    return found
-
-
 def explaining_trace(trace: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the trace lines that explain a mis-route, in order.
 
@@ -274,7 +267,7 @@ def explaining_trace(trace: Sequence[Mapping[str, Any]]) -> list[int]:
         if not line.get("misroute"):
             continue
         keep.add(i)
-        for owner in {b.get("owner") for b in _buffers(line)} - {None, "host"}:
+        for owner in {b.get("owner") for b in trace_buffers(line)} - {None, "host"}:
             allocs = [
                 j
                 for j in range(i)
