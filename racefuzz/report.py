@@ -76,7 +76,8 @@ def run_from_json(d: Mapping[str, Any], stderr_tail: str = "") -> RunResult:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _create_folder(root: Path, base: str) -> Path:
+def create_folder(root: Path, base: str) -> Path:
+    """A new folder `root/base`, or `base-2`, `base-3`...: created exclusively, never shared."""
     root.mkdir(parents=True, exist_ok=True)
     n = 1
     while True:
@@ -115,7 +116,7 @@ def write_bundle(
     `seed` is the seed of the random inputs the failing run used (`RunOptions.seed`).
     """
     date = datetime.date.today().isoformat()
-    folder = _create_folder(root, f"{date}-{finding.slug or 'finding'}")
+    folder = create_folder(root, f"{date}-{finding.slug or 'finding'}")
     k, n = reproduced
     _write_json(folder / "finding.json", {**finding.to_json(), "reproduction": [k, n]})
     (folder / "schedule.json").write_text(dumps(minimal), encoding="utf-8")

@@ -21,6 +21,7 @@ from racefuzz.campaign import Campaign, CampaignConfig, FindingRecord, ShrinkHoo
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import RunResult
+from racefuzz.report import create_folder
 from racefuzz.schedule import Schedule, load_many
 from racefuzz.shrink_command import shrink_to_bundle
 from racefuzz.target import Target
@@ -68,15 +69,7 @@ def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
         return resumed
     stamp = time.strftime("%Y-%m-%d-%H%M%S")
     name = target.name.replace(":", "-").replace(",", "-")
-    out: Path = args.out
-    for n in range(1, 100):
-        folder = out / (f"{stamp}-{name}" if n == 1 else f"{stamp}-{name}-{n}")
-        try:
-            folder.mkdir(parents=True)
-            return folder
-        except FileExistsError:
-            continue
-    raise RacefuzzError(f"cannot create a campaign folder under '{args.out}'")
+    return create_folder(args.out, f"{stamp}-{name}")
 
 
 def make_shrink_hook(

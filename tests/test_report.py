@@ -199,7 +199,7 @@ def test_folders_created_at_once_by_many_threads_are_all_distinct(tmp_path: Path
     lock = threading.Lock()
 
     def make() -> None:
-        path = report._create_folder(tmp_path, "same")
+        path = report.create_folder(tmp_path, "same")
         with lock:
             got.append(path)
 
