@@ -25,6 +25,7 @@ import onnxruntime
 
 from bench import shrink_quality, throughput, time_to_bug
 from bench.time_to_bug import BUGS, Trial
+from racefuzz import envinfo
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NAMES = ("throughput", "time_to_bug", "shrink_quality")
@@ -52,14 +53,7 @@ def log(line: str) -> None:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = envinfo.cpu_model() or platform.machine()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return (
         f"{cpu}, {throughput.cores()} cores usable ({os.cpu_count()} logical); "
