@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import traceback
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -28,12 +28,14 @@ import trio
 
 from racefuzz import executor, strategies
 from racefuzz.baseline import Baselines
+from racefuzz.campaign_state import CampaignState, FindingRecord
+from racefuzz.errors import InternalError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import Exit, Finding, RunResult
-from racefuzz.schedule import Schedule, save
+from racefuzz.schedule import Schedule, dumps, save
 from racefuzz.strategies.space import Space
 from racefuzz.target import Target
-from racefuzz.zygote_pool import ZygoteLauncher
+from racefuzz.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.zygote_pool import available as zygote_available
 
 
@@ -47,53 +49,22 @@ class CampaignConfig:
     step_timeout: float = 20.0
     max_rss_mb: float = 4096.0
     shrink: bool = True
-    shrink_budget_s: float = 60.0
+    shrink_budget_s: float | None = None  # None: scaled to the measured cost of a run
     max_steps: int = 24
     max_threads: int = 4
     zygote: bool = True  # fork workers from a pre-initialised zygote where POSIX allows
     lifecycle: bool = True  # unregister / re-register mid-schedule
+    allow_misuse: bool = False  # generate outside ORT's API contract too (`racefuzz.contract`)
+    known_issues: frozenset[str] = frozenset()  # clusters that do not fail the run
 
 
-@dataclass
-class FindingRecord:
-    finding: Finding
-    count: int
-    first_seen_s: float
-    original: Path  # the unshrunk schedule, on disk from the moment it was seen
-    state: str = "new"  # new | shrinking | shrunk | shrink-failed
-    minimal_steps: int | None = None
-    bundle: Path | None = None
-
-
-@dataclass
-class CampaignState:
-    """Everything the dashboard and the summary show; small and bounded by signatures."""
-
-    started: float = field(default_factory=time.monotonic)
-    seconds: float = 0.0
-    jobs: int = 1
-    schedules: int = 0
-    steps: int = 0
-    crashes: int = 0
-    hangs: int = 0
-    findings: dict[str, FindingRecord] = field(default_factory=dict)
-    by_strategy: dict[str, dict[str, int]] = field(default_factory=dict)
-    busy: int = 0
-    worker_rss_mb: float = 0.0
-    campaign_rss_mb: float = 0.0
-    interrupted: bool = False
-    done: bool = False
-    log: deque[str] = field(default_factory=lambda: deque(maxlen=12))
-    log_total: int = 0  # lines ever logged: lets a plain printer know what it has not shown
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def rate(self) -> float:
-        return self.schedules / max(self.elapsed(), 1e-9)
-
-
-def space_for(target: Target, max_steps: int, max_threads: int, lifecycle: bool = True) -> Space:
+def space_for(
+    target: Target,
+    max_steps: int,
+    max_threads: int,
+    lifecycle: bool = True,
+    allow_misuse: bool = False,
+) -> Space:
     libraries = tuple(lib.name for lib in target.libraries)
     names = target.profile_names()
     library_of: dict[str, str | None] = {}
@@ -109,6 +80,7 @@ def space_for(target: Target, max_steps: int, max_threads: int, lifecycle: bool 
         max_steps=max_steps,
         max_threads=max_threads,
         lifecycle=lifecycle,
+        allow_misuse=allow_misuse,
     )
 
 
@@ -124,14 +96,16 @@ class Campaign:
         out_dir: Path,
         baselines: Baselines | None = None,
         shrink_hook: ShrinkHook | None = None,
-        known: Sequence[str] = (),
+        known: Collection[str] = (),
         stop_when: Callable[[Finding], bool] | None = None,
     ) -> None:
         self.target = target
         self.config = config
         self.out_dir = out_dir
         self.state = CampaignState(seconds=config.seconds, jobs=config.jobs)
-        self.space = space_for(target, config.max_steps, config.max_threads, config.lifecycle)
+        self.space = space_for(
+            target, config.max_steps, config.max_threads, config.lifecycle, config.allow_misuse
+        )
         self.strategy = strategies.make(
             config.strategy, self.space, config.seed, corpus=config.corpus
         )
@@ -140,7 +114,7 @@ class Campaign:
         )
         self.baselines = baselines
         self.shrink_hook = shrink_hook
-        self.known = set(known)  # signatures found by an earlier run this one resumes
+        self.known = set(known)  # clusters found by an earlier run this one resumes
         self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
         self._cancel: trio.CancelScope | None = None
         # Work about findings (baseline, shrink) that job slots take before fuzzing more.
@@ -211,7 +185,11 @@ class Campaign:
                 self._task_slots += 1
                 t0 = time.monotonic()
                 try:
-                    await trio.to_thread.run_sync(task, launcher, abandon_on_cancel=True)
+                    failure = await trio.to_thread.run_sync(
+                        self._guarded, task, launcher, abandon_on_cancel=True
+                    )
+                    if failure:
+                        self.internal_error(f"in a task ({label}):\n{failure}")
                 finally:
                     self._task_slots -= 1
                     self._task_s += time.monotonic() - t0
@@ -226,10 +204,31 @@ class Campaign:
                 result = await trio.to_thread.run_sync(
                     self._execute, schedule, launcher, abandon_on_cancel=True
                 )
+            except InternalError as e:
+                self.internal_error(f"running a schedule:\n{e}")
+                return
             finally:
                 self.state.busy -= 1
                 self._fuzz_s += time.monotonic() - t0
             self._record(result, str(source))
+
+    @staticmethod
+    def _guarded(task: Task, launcher: Launcher | None) -> str:
+        """Run a task; its own exception is a bug in racefuzz: its traceback, never a finding."""
+        try:
+            task(launcher)
+        except LauncherClosed:
+            pass  # the slot ended (deadline or Ctrl-C) while the task ran
+        except Exception:
+            return traceback.format_exc()
+        return ""
+
+    def internal_error(self, text: str) -> None:
+        """Keep racefuzz's own traceback and stop: results of a broken tool are not trusted."""
+        self.state.internal_errors.append(text)
+        self.note("racefuzz internal error: the campaign stops (see the summary)")
+        if self._cancel is not None:
+            self._cancel.cancel()
 
     def _execute(self, schedule: Schedule, launcher: Launcher | None) -> RunResult:
         return executor.run(
@@ -245,6 +244,7 @@ class Campaign:
         st = self.state
         st.schedules += 1
         st.steps += len(result.outcomes)
+        st.run_seconds += result.seconds
         st.worker_rss_mb = max(st.worker_rss_mb, result.peak_rss_mb)
         st.crashes += result.exit is Exit.CRASH
         st.hangs += result.exit is Exit.HANG
@@ -252,9 +252,10 @@ class Campaign:
         counters["schedules"] += 1
         self.strategy.observe(result)
         for f in result.findings:
-            rec = st.findings.get(f.signature)
+            rec = st.findings.get(f.cluster)
             if rec is not None:
-                rec.count += 1
+                if rec.add_member(f, result):
+                    save(result.schedule, rec.smallest_path)  # what shrinking will start from
                 continue
             counters["new"] += 1
             self._new_finding(f, result)
@@ -266,29 +267,60 @@ class Campaign:
         # On disk first: whatever happens next (a baseline crash, Ctrl-C), this is kept.
         path = self._unique_path(self.out_dir / "findings", finding.slug)
         save(result.schedule, path, exclusive=True)
-        rec = FindingRecord(finding, 1, self.state.elapsed(), path)
-        self.state.findings[finding.signature] = rec
-        seen_before = " (known from the resumed run)" if finding.signature in self.known else ""
-        self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{seen_before}")
+        rec = FindingRecord(
+            finding,
+            1,
+            self.state.elapsed(),
+            path,
+            smallest=result.schedule,
+            smallest_result=result,
+            smallest_path=path.with_suffix(".smallest.json"),
+            signatures={finding.signature},
+            known=finding.cluster in self.config.known_issues,
+        )
+        self.state.findings[finding.cluster] = rec
+        label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")
+        if finding.cluster in self.known:
+            label += " (known from the resumed run)"
+        self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{label}")
         corpus = self._unique_path(self.out_dir / "corpus", finding.slug)
         save(result.schedule, corpus, exclusive=True)
         baselines, hook = self.baselines, self.shrink_hook
         rank = 1 if finding.kind == "misroute" else 0
-        if baselines is not None and finding.step is not None:
+        if baselines is not None and finding.step is not None and not finding.misuse:
 
             def classify(launcher: Launcher | None) -> None:
                 rec.finding = baselines.classify(result.schedule, rec.finding)
 
             self._add_task(rank, f"baseline of {finding.kind} on {finding.op}", classify)
-        if finding.signature in self.known:
+        if finding.cluster in self.known:
             rec.state = "known from the resumed run"  # shrunk (or not) by that run
+        elif rec.known:
+            rec.state = "known issue (not shrunk)"
         elif self.config.shrink and hook is not None:
 
             def shrink(launcher: Launcher | None) -> None:
                 rec.state = "shrinking"
-                hook(rec, result.schedule, result, launcher)
+                # The smallest member seen by now, not necessarily the first.
+                hook(rec, rec.smallest, rec.smallest_result, launcher)
+                self._mark_duplicate(rec)
 
             self._add_task(2 + rank, f"shrinking {finding.kind} on {finding.op}", shrink)
+
+    def _mark_duplicate(self, rec: FindingRecord) -> None:
+        """Two clusters that shrank to one minimal schedule are one bug: the one shrunk first
+        stays, the other is marked its duplicate."""
+        if rec.minimal is None:
+            return
+        mine = dumps(replace(rec.minimal, name="", description=""))
+        for other in self.state.findings.values():
+            if other is rec or other.minimal is None or other.duplicate_of is not None:
+                continue
+            same_kind = bool(other.finding.misuse) == bool(rec.finding.misuse)
+            if same_kind and dumps(replace(other.minimal, name="", description="")) == mine:
+                rec.duplicate_of = other.cluster
+                rec.state += f", same minimal schedule as '{other.cluster}'"
+                return
 
     def _add_task(self, priority: int, label: str, task: Task) -> None:
         self._task_order += 1

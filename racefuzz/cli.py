@@ -1,14 +1,15 @@
 """The `racefuzz` command: parses arguments, runs one subcommand, maps errors to exit codes.
 
-Exit codes: 0 nothing found, 1 findings, 2 bad input (one line on stderr, no traceback). Only
-this module turns a `RacefuzzError` into that line; any other exception is a bug in racefuzz
-and keeps its traceback.
+Exit codes: 0 nothing new found, 1 new findings, 2 bad input (one line on stderr, no
+traceback), 3 a bug in racefuzz itself (its traceback, to report). Only this module turns a
+`RacefuzzError` into that line and any other exception into exit 3.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -82,4 +83,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("racefuzz: interrupted", file=sys.stderr)
         code = 130
+    except Exception as e:  # racefuzz's own bug: never passed off as a finding or bad input
+        report_internal(e)
+        code = INTERNAL_EXIT
     sys.exit(code)
+
+
+INTERNAL_EXIT = 3
+
+
+def report_internal(error: BaseException | str) -> None:
+    """racefuzz's own failure on stderr: what it is, and the traceback to attach to a report."""
+    text = error if isinstance(error, str) else "".join(traceback.format_exception(error))
+    print(
+        "racefuzz: internal error (a bug in racefuzz, not in the EP; please report it with "
+        "this traceback):",
+        file=sys.stderr,
+    )
+    print(text.rstrip(), file=sys.stderr)

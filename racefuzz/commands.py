@@ -59,7 +59,7 @@ def replay_command(args: argparse.Namespace) -> int:
     out = Console()
     run: Callable[[Schedule], RunResult] = lambda s: executor.run(target, s, options)  # noqa: E731
     baselines = None if args.no_baseline else Baselines(target, run)
-    failed = skipped = 0
+    failed = skipped = misuse = 0
     for path, schedule in schedules:
         label = schedule.name or path.stem
         missing = target.missing(schedule)
@@ -72,8 +72,12 @@ def replay_command(args: argparse.Namespace) -> int:
         summary = replay(target, schedule, args.times, options, baselines)
         render.print_summary(out, label, summary)
         failed += summary.failed
+        misuse += summary.misuse_only
     ran = len(schedules) - skipped
-    out.rule(f"{ran} schedule(s) replayed x{args.times}, {failed} with findings, {skipped} skipped")
+    also = f", {misuse} API misuse only" if misuse else ""
+    out.rule(
+        f"{ran} schedule(s) replayed x{args.times}, {failed} with findings{also}, {skipped} skipped"
+    )
     return 1 if failed else 0
 
 

@@ -70,7 +70,7 @@ def findings_table(findings: list[Finding], counts: dict[str, int], times: int) 
             f.message,
             "-" if f.step is None else str(f.step),
             f"{counts.get(f.signature, 0)}/{times}",
-            ORIGIN_LABEL.get(f.origin, f.origin),
+            "[magenta]API misuse[/]" if f.misuse else ORIGIN_LABEL.get(f.origin, f.origin),
         )
     return table
 
@@ -78,11 +78,13 @@ def findings_table(findings: list[Finding], counts: dict[str, int], times: int) 
 def print_summary(console: Console, label: str, summary: ReplaySummary) -> None:
     shown = summary.shown_run()
     verdict = "[red]FINDINGS[/]" if summary.failed else "[green]clean[/]"
+    if summary.misuse_only:
+        verdict = "[magenta]API MISUSE[/] (outside ORT's contract, not counted as an EP bug)"
     console.rule(f"{label}: {verdict}")
     if summary.schedule.description:
         console.print(summary.schedule.description, style="dim")
     console.print(outcome_table(shown))
-    if summary.failed:
+    if summary.findings:
         console.print(
             findings_table(list(summary.findings.values()), summary.counts, summary.times)
         )

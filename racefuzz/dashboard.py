@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from racefuzz.campaign import CampaignState
+from racefuzz.campaign_state import CampaignState
 from racefuzz.console import ORIGIN_LABEL
 
 
@@ -24,7 +24,7 @@ def render(state: CampaignState, title: str) -> Group:
         f"elapsed [bold]{elapsed:.0f}s[/] / {state.seconds:.0f}s",
         f"remaining [bold]{max(0.0, state.seconds - elapsed):.0f}s[/]",
         f"schedules [bold]{state.schedules}[/] ({state.rate():.2f}/s)",
-        f"findings [bold red]{len(state.findings)}[/]",
+        f"clusters [bold red]{state.counts()}[/]",
     )
     head.add_row(
         f"jobs {state.busy}/{state.jobs} busy",
@@ -32,23 +32,25 @@ def render(state: CampaignState, title: str) -> Group:
         f"worker peak {state.worker_rss_mb:.0f} MB",
         f"racefuzz {state.campaign_rss_mb:.0f} MB",
     )
-    found = Table(title="findings by signature", expand=True)
-    for col in ("kind", "op", "profiles", "message", "count", "first", "origin", "state"):
+    found = Table(title="finding clusters", expand=True)
+    for col in ("verdict", "kind", "op", "message", "runs", "variants", "first", "origin", "state"):
         found.add_column(col, overflow="fold")
+    colour = {"new": "bold red", "known": "yellow", "misuse": "magenta", "duplicate": "dim"}
     for rec in sorted(state.findings.values(), key=lambda r: r.first_seen_s):
         f = rec.finding
         found.add_row(
-            f"[red]{f.kind}[/]",
+            f"[{colour[rec.verdict]}]{rec.verdict}[/]",
+            f.kind,
             f.op,
-            ",".join(f.profiles),
             f.message[:70],
             str(rec.count),
+            str(len(rec.signatures)),
             f"{rec.first_seen_s:.1f}s",
             ORIGIN_LABEL.get(f.origin, f.origin),
             rec.state if rec.minimal_steps is None else f"{rec.state} ({rec.minimal_steps} steps)",
         )
     yields = Table(title="yield per strategy")
-    for col in ("strategy", "schedules", "new signatures"):
+    for col in ("strategy", "schedules", "new clusters"):
         yields.add_column(col)
     for name, c in sorted(state.by_strategy.items()):
         yields.add_row(name, str(c["schedules"]), str(c["new"]))
@@ -74,7 +76,7 @@ async def show(state: CampaignState, title: str, live: bool) -> None:
             last_status = state.elapsed()
             print(
                 f"[{last_status:6.1f}s] {state.schedules} schedules ({state.rate():.2f}/s), "
-                f"{len(state.findings)} finding(s), {state.crashes} crashes, {state.hangs} hangs",
+                f"clusters: {state.counts()}, {state.crashes} crashes, {state.hangs} hangs",
                 flush=True,
             )
         await trio.sleep(0.5)

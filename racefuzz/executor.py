@@ -8,7 +8,8 @@ from a pre-initialised process); supervision is the same either way.
 
 The parent enforces a per-step timeout (no event for that long while a step is in flight is a
 hang), a per-schedule timeout, and a memory ceiling. Crashes, hangs and the ceiling become
-`RunResult`s; nothing the worker does raises here. Findings are attached by `oracles.judge`.
+`RunResult`s; nothing the EP does raises here (racefuzz's own failure in the worker raises
+`InternalError`). Findings are attached by `oracles.judge`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import IO, Any, Protocol
 import psutil
 
 from racefuzz import models, oracles
+from racefuzz.errors import InternalError
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Schedule, to_json_obj
 from racefuzz.target import Target
@@ -194,13 +196,15 @@ def run(
         trace: tuple[dict[str, Any], ...] = ()
         if trace_path is not None and trace_path.exists():
             trace = tuple(_read_jsonl(trace_path))
+    if result.exit is Exit.INTERNAL:
+        raise InternalError(f"the worker's own code failed:\n{result.internal}")
     result = replace(
         result,
         stderr_tail=stderr[-STDERR_TAIL:],
         stacks=extract_stacks(stderr),
         trace=trace,
     )
-    return oracles.judge(result)
+    return oracles.judge(result, target.library_of)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -219,6 +223,7 @@ def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: 
     in_flight: set[int] = set()
     ended = False
     exit_kind: Exit | None = None
+    internal = ""
     last_event = time.monotonic()
     peak_rss = 0.0
     try:
@@ -265,13 +270,19 @@ def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: 
                 detail=str(ev.get("detail", "")),
                 ms=float(ev.get("ms", 0.0)),
             )
+            if ev.get("internal"):
+                internal = str(ev["internal"])
+        elif kind == "internal":
+            internal = str(ev.get("traceback", ""))
         elif kind == "end":
             ended = True
     returncode = launched.wait(10)
     if returncode is None:
         kill_tree(launched.pid)
         returncode = launched.wait(10)
-    if exit_kind is None:
+    if internal:
+        exit_kind = Exit.INTERNAL
+    elif exit_kind is None:
         exit_kind = Exit.CLEAN if ended and returncode == 0 else Exit.CRASH
     return RunResult(
         schedule=schedule,
@@ -282,4 +293,5 @@ def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: 
         in_flight=tuple(sorted(in_flight)),
         seconds=time.monotonic() - t0,
         peak_rss_mb=round(peak_rss, 1),
+        internal=internal,
     )

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from racefuzz import contract
 from racefuzz.outcome import Check, Exit, Finding, RunResult
 from racefuzz.schedule import Schedule
 
@@ -95,11 +96,43 @@ def exit_finding(result: RunResult) -> Finding | None:
     if result.exit is Exit.CRASH:
         what = result.signal or f"exit code {result.returncode}"
         raw = f"worker died ({what}) during {_describe(sched, steps)}"
-        return Finding("crash", _ops(sched, steps), what, _profiles(sched, steps), first, raw)
+        state = crash_state(result.stacks)
+        return Finding(
+            "crash",
+            _ops(sched, steps),
+            what,
+            _profiles(sched, steps),
+            first,
+            raw,
+            crash_state=state,
+        )
     kind = "hang" if result.exit is Exit.HANG else "leak"
     raw = f"{kind} during {_describe(sched, steps)}"
     message = "no progress" if kind == "hang" else "memory ceiling"
     return Finding(kind, _ops(sched, steps), message, _profiles(sched, steps), first, raw)
+
+
+_CURRENT = re.compile(r"^Current thread [^\n]*\n((?:[ \t]+[^\n]*\n?)*)", re.M)
+_FRAME = re.compile(r'File "[^"]*", line \d+ in (\w+)')
+
+
+def crash_state(stacks: str) -> str:
+    """The faulting thread's state from faulthandler's dump: the worker op it was in.
+
+    faulthandler names the thread that took the signal "Current thread"; its innermost frame
+    inside a worker op handler (`op_run`, ...) or `teardown` says what crashed, whatever else
+    was in flight. '' when the signal came on a thread with no Python frames (an EP's or ORT's
+    own thread): the caller falls back to the ops in flight.
+    """
+    m = _CURRENT.search(stacks)
+    if m is None:
+        return ""
+    for name in _FRAME.findall(m.group(1)):
+        if name.startswith("op_"):
+            return str(name[3:])
+        if name == TEARDOWN:
+            return TEARDOWN
+    return ""
 
 
 def _describe(schedule: Schedule, steps: list[int]) -> str:
@@ -133,13 +166,26 @@ def trace_buffers(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return found
 
 
-def judge(result: RunResult) -> RunResult:
-    """The result with its findings, one per signature (the earliest step wins)."""
+def judge(result: RunResult, library_of: contract.LibraryOf | None = None) -> RunResult:
+    """The result with its findings, one per signature (the earliest step wins).
+
+    A finding at or after the schedule's first breach of ORT's contract (`racefuzz.contract`,
+    with `library_of` mapping profiles to EP libraries) is labelled misuse; so is one with no
+    step to place it (a misroute), since the breach may be what caused it.
+    """
     found = step_findings(result)
     crash = exit_finding(result)
     if crash is not None:
         found.append(crash)
     found.extend(misroute_findings(result))
+    breach = contract.first_breach(result.schedule, library_of)
+    if breach is not None:
+        found = [
+            replace(f, misuse=f"step {breach.step}: {breach.rule}")
+            if f.step is None or f.step >= breach.step
+            else f
+            for f in found
+        ]
     unique: dict[str, Finding] = {}
     for f in found:
         unique.setdefault(f.signature, f)

@@ -30,6 +30,7 @@ class Exit(StrEnum):
     CRASH = "crash"  # died by a signal or an abnormal exit code
     HANG = "hang"  # no progress within the step timeout; killed
     LEAK = "leak"  # the worker's memory passed the limit; killed
+    INTERNAL = "internal"  # racefuzz's own code failed in the worker: a racefuzz bug, no finding
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,30 @@ class Finding:
     raw: str = ""
     # "interleaving" (its session alone is fine), "alone" (fails alone too), or "" (unknown)
     origin: str = ""
+    # For crashes: the faulting thread's state (its op, native top frames), '' when unknown.
+    crash_state: str = ""
+    # The ORT contract rule the schedule broke before this went wrong (`racefuzz.contract`);
+    # '' for a legal schedule. A misuse finding is the application's fault, not the EP's.
+    misuse: str = ""
 
     @property
     def signature(self) -> str:
+        """Everything that tells this finding apart, in-flight ops and profiles included."""
         return f"{self.kind}|{self.op}|{','.join(self.profiles)}|{self.message}"
+
+    @property
+    def cluster(self) -> str:
+        """The root-cause identity findings are grouped by (as ClusterFuzz groups crashes by
+        crash state): a crash by its signal and the faulting thread's state, a hang or leak by
+        the ops in flight, anything else by kind, op and message. Profiles are left out: one bug
+        shows on several profiles. A misuse never shares a cluster with an EP bug."""
+        if self.kind == "crash":
+            key = f"crash|{self.message}|{self.crash_state or self.op}"
+        elif self.kind in ("hang", "leak"):
+            key = f"{self.kind}|{self.op}"
+        else:
+            key = f"{self.kind}|{self.op}|{self.message}"
+        return f"misuse|{key}" if self.misuse else key
 
     @property
     def slug(self) -> str:
@@ -71,6 +92,7 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["signature"] = self.signature
+        d["cluster"] = self.cluster
         return d
 
 
@@ -87,6 +109,7 @@ class RunResult:
     trace: tuple[dict[str, Any], ...] = ()  # testbed trace lines, when tracing was on
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
+    internal: str = ""  # racefuzz's own traceback when exit is INTERNAL
     findings: tuple[Finding, ...] = field(default=())
 
     @property

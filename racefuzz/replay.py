@@ -26,7 +26,12 @@ class ReplaySummary:
 
     @property
     def failed(self) -> bool:
-        return bool(self.findings)
+        """Whether it showed an EP bug (misuse findings, outside ORT's contract, do not count)."""
+        return any(not f.misuse for f in self.findings.values())
+
+    @property
+    def misuse_only(self) -> bool:
+        return bool(self.findings) and not self.failed
 
     def first_failing(self) -> RunResult | None:
         return next((r for r in self.runs if r.findings), None)

@@ -28,6 +28,7 @@ from racefuzz.oracles import trace_buffers
 from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
 from racefuzz.repro_script import libraries_registered, repro_source
 from racefuzz.schedule import Schedule, dumps, from_json_obj, loads, to_json_obj
+from racefuzz.shrink import confirmed
 from racefuzz.target import Target
 
 BUNDLE_VERSION = 1
@@ -364,8 +365,14 @@ def render(bundle_dir: Path) -> str:
     if finding.step is not None and not marked:
         marked = (finding.step,)
     shrunk = "not shrunk" if minimal == original else f"shrunk from {_size(original)}"
+    if not confirmed(k, n):
+        shrunk = f"NOT REPRODUCED by its confirmation replays, {shrunk}"
     rate = f"{k} of {n} replays" + (f" ({100 * k / n:.0f}%)" if n else "")
-    out = [f"# {finding.kind} in `{finding.op}`: {_cell(finding.message)}", ""]
+    title = f"{finding.kind} in `{finding.op}`: {_cell(finding.message)}"
+    if finding.misuse:
+        title = f"API misuse (outside ORT's contract, not an EP bug): {title}"
+    verdict = f"reproduced {k}/{n}" if confirmed(k, n) else f"NOT REPRODUCED ({k}/{n})"
+    out = [f"# {title} ({verdict})", ""]
     out += ["| | |", "|:--|:--|"]
     out += [
         f"| kind | {_code(finding.kind)} |",
@@ -373,9 +380,11 @@ def render(bundle_dir: Path) -> str:
         f"| profiles | {', '.join(_code(p) for p in finding.profiles) or '-'} |",
         f"| message (normalised) | {_code(finding.message)} |",
         f"| origin | {ORIGIN.get(finding.origin, _cell(finding.origin))} |",
+        *([f"| API misuse | {_cell(finding.misuse)} |"] if finding.misuse else []),
         f"| reproduced | {rate} of the minimal schedule |",
         f"| target | {_code(meta['target_spec'])} |",
         f"| found | {meta['created']} |",
+        f"| cluster | {_code(finding.cluster)} |",
         f"| signature | {_code(finding.signature)} |",
         "",
         "Raw message:",

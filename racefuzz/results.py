@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from racefuzz.campaign import CampaignState, FindingRecord
+from racefuzz.campaign_state import CampaignState, FindingRecord
 from racefuzz.console import ORIGIN_LABEL
 from racefuzz.schedule import Schedule, ScheduleError, load
 
@@ -29,11 +29,16 @@ def _write(path: Path, text: str) -> None:
 def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
     d = rec.finding.to_json()
     d.update(
+        verdict=rec.verdict,
         count=rec.count,
+        signatures=len(rec.signatures),
         first_seen_s=round(rec.first_seen_s, 2),
         original=str(rec.original.relative_to(root)),
+        smallest_steps=len(rec.smallest.steps),
         state=rec.state,
         minimal_steps=rec.minimal_steps,
+        reproduction=list(rec.reproduction) if rec.reproduction else None,
+        duplicate_of=rec.duplicate_of,
         bundle=str(rec.bundle.relative_to(root)) if rec.bundle else None,
     )
     return d
@@ -43,18 +48,24 @@ def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: P
     records = sorted(state.findings.values(), key=lambda r: r.first_seen_s)
     # A resumed campaign writes into the same folder: what the earlier run found and this one
     # did not meet again stays listed, never dropped.
-    earlier = [f for f in _earlier_findings(root) if f.get("signature") not in state.findings]
+    earlier = [f for f in _earlier_findings(root) if _cluster_of(f) not in state.findings]
     payload = {
         **header,
         "elapsed_s": round(state.elapsed(), 1),
         "schedules": state.schedules,
         "interrupted": state.interrupted,
+        "internal_errors": state.internal_errors,
         "findings": [_record_json(r, root) for r in records] + earlier,
     }
     _write(root / "findings.json", json.dumps(payload, indent=1) + "\n")
     _write(root / "summary.md", summary_markdown(state, root, header, records))
     if junit is not None:
         _write(junit, junit_xml(state, records, str(header.get("target", ""))))
+
+
+def _cluster_of(entry: dict[str, Any]) -> str:
+    """A findings.json entry's cluster (files written before clustering have signatures)."""
+    return str(entry.get("cluster") or entry.get("signature"))
 
 
 def _earlier_findings(root: Path) -> list[dict[str, Any]]:
@@ -68,10 +79,20 @@ def _earlier_findings(root: Path) -> list[dict[str, Any]]:
     return [f for f in found if isinstance(f, dict)]
 
 
+_SECTIONS = (
+    ("new", "New findings (these fail the run)"),
+    ("known", "Known issues (listed in the known-issues file; they do not fail the run)"),
+    ("duplicate", "Duplicates (shrank to the same minimal schedule as another cluster)"),
+    ("misuse", "API misuse (outside ORT's contract: the application's fault, not the EP's)"),
+)
+
+
 def summary_markdown(
     state: CampaignState, root: Path, header: dict[str, Any], records: list[FindingRecord]
 ) -> str:
     status = "interrupted (Ctrl-C)" if state.interrupted else "finished"
+    if state.internal_errors:
+        status = "stopped by an internal error of racefuzz"
     lines = [
         f"# racefuzz campaign: {header.get('target')}",
         "",
@@ -79,37 +100,40 @@ def summary_markdown(
         f"{state.jobs} job(s), seed {header.get('seed')}",
         f"- {state.schedules} schedules ({state.rate():.2f}/s), {state.crashes} worker crashes, "
         f"{state.hangs} hangs",
-        f"- {len(records)} distinct finding(s)",
+        f"- {len(records)} cluster(s): {state.counts()}; "
+        f"{sum(len(r.signatures) for r in records)} distinct signature(s)",
         "",
     ]
-    for title, origin in (
-        ("Interleaving-induced (the order of calls broke it)", ("interleaving", "")),
-        ("Fails alone too (its session alone fails the same way)", ("alone",)),
-    ):
-        group = [r for r in records if r.finding.origin in origin]
+    for verdict, title in _SECTIONS:
+        group = [r for r in records if r.verdict == verdict]
         if not group:
             continue
         lines += [
             f"## {title}",
             "",
-            "| kind | op | profiles | message | seen | first at | schedule | state |",
-            "|---|---|---|---|---|---|---|---|",
+            "| kind | op | message | origin | runs | signatures | first at | schedule | state |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in group:
             f = r.finding
             where = str((r.bundle or r.original).relative_to(root))
+            origin = ORIGIN_LABEL.get(f.origin, f.origin) or "unclassified"
             lines.append(
-                f"| {f.kind} | {f.op} | {','.join(f.profiles)} | {f.message.replace('|', '/')} "
-                f"| {r.count} | {r.first_seen_s:.1f} s | `{where}` | {r.state} |"
+                f"| {f.kind} | {f.op} | {_cell(f.message)} | {origin} | {r.count} "
+                f"| {len(r.signatures)} | {r.first_seen_s:.1f} s | `{where}` | {_cell(r.state)} |"
             )
         lines.append("")
     if not records:
         lines += ["Nothing found.", ""]
+    if state.internal_errors:
+        lines += ["## racefuzz internal errors (a bug in racefuzz; please report it)", ""]
+        for text in state.internal_errors:
+            lines += ["```text", text.rstrip(), "```", ""]
     if state.by_strategy:
         lines += [
             "## Yield per strategy",
             "",
-            "| strategy | schedules | new signatures |",
+            "| strategy | schedules | new clusters |",
             "|---|---|---|",
         ]
         for name, c in sorted(state.by_strategy.items()):
@@ -123,31 +147,41 @@ def summary_markdown(
     return "\n".join(lines)
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
+
+
 def junit_xml(state: CampaignState, records: list[FindingRecord], target: str) -> str:
+    """One test case per cluster: new ones fail, known and misuse ones are skipped."""
+    failing = [r for r in records if r.verdict == "new"]
     suite = ET.Element(
         "testsuite",
         name=f"racefuzz {target}",
         tests=str(max(1, len(records))),
-        failures=str(len(records)),
+        failures=str(len(failing)),
+        skipped=str(len(records) - len(failing)),
         time=f"{state.elapsed():.1f}",
     )
     if not records:
         ET.SubElement(suite, "testcase", classname="racefuzz", name="campaign")
     for r in records:
         f = r.finding
-        case = ET.SubElement(suite, "testcase", classname=f"racefuzz.{f.kind}", name=f.signature)
+        case = ET.SubElement(suite, "testcase", classname=f"racefuzz.{f.kind}", name=f.cluster)
+        if r.verdict != "new":
+            ET.SubElement(case, "skipped", message=f"{r.verdict}: {r.state}")
+            continue
         fail = ET.SubElement(case, "failure", message=f"{f.kind} on {f.op}: {f.message}")
         fail.text = f"{f.raw}\norigin: {ORIGIN_LABEL.get(f.origin, f.origin)}\n{r.original}"
     return ET.tostring(suite, encoding="unicode") + "\n"
 
 
 def load_known(folder: Path) -> tuple[list[str], list[Schedule]]:
-    """Signatures and corpus schedules of an earlier campaign folder, for `--resume`."""
+    """Clusters and corpus schedules of an earlier campaign folder, for `--resume`."""
     data_path = folder / "findings.json"
     signatures: list[str] = []
     if data_path.exists():
         data = json.loads(data_path.read_text(encoding="utf-8"))
-        signatures = [f["signature"] for f in data.get("findings", [])]
+        signatures = [_cluster_of(f) for f in data.get("findings", [])]
     corpus: list[Schedule] = []
     for p in sorted((folder / "corpus").glob("*.json")):
         try:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from racefuzz import dashboard, executor, results
+from racefuzz import contract, dashboard, executor, known_issues, results, shrink
 from racefuzz.baseline import Baselines
-from racefuzz.campaign import Campaign, CampaignConfig, FindingRecord, ShrinkHook
+from racefuzz.campaign import Campaign, CampaignConfig, ShrinkHook
+from racefuzz.campaign_state import FindingRecord
+from racefuzz.cli import INTERNAL_EXIT, report_internal
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import RunResult
@@ -25,7 +28,6 @@ from racefuzz.report import create_folder
 from racefuzz.schedule import Schedule, load_many
 from racefuzz.shrink_command import shrink_to_bundle
 from racefuzz.target import Target
-from racefuzz.zygote_pool import LauncherClosed
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "schedules"
 
@@ -43,10 +45,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
     p.add_argument("--no-dashboard", action="store_true", help="plain log lines")
     p.add_argument("--no-shrink", action="store_true", help="keep found schedules as found")
-    p.add_argument("--shrink-budget", type=float, default=60.0, metavar="S")
+    p.add_argument(
+        "--shrink-budget",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds per shrink, replays included (default: scaled to the cost of a run)",
+    )
     p.add_argument("--max-steps", type=int, default=24)
     p.add_argument("--max-rss-mb", type=float, default=4096.0, help="worker memory ceiling")
     p.add_argument("--no-lifecycle", action="store_true", help="never unregister mid-schedule")
+    p.add_argument(
+        "--allow-misuse",
+        action="store_true",
+        help="also generate schedules outside ORT's API contract (findings labelled misuse)",
+    )
+    p.add_argument(
+        "--known", type=Path, default=None, help="known-issues file: its clusters do not fail"
+    )
+    p.add_argument(
+        "--write-known",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="add this campaign's clusters to a known-issues file",
+    )
     p.add_argument(
         "--spawn", action="store_true", help="start each worker fresh (no zygote fork fast path)"
     )
@@ -58,7 +81,11 @@ def _corpus(args: argparse.Namespace, target: Target) -> list[Schedule]:
     folder = args.corpus or DEFAULT_CORPUS
     if args.corpus is None and not folder.is_dir():
         return []  # an installed racefuzz without the source tree's schedules/
-    return [s for _, s in load_many(folder) if target.applies(s)]
+    found = [s for _, s in load_many(folder) if target.applies(s)]
+    if args.allow_misuse:
+        return found
+    # Outside ORT's contract: not run unless asked for, like generated ones.
+    return [s for s in found if contract.is_legal(s, target.library_of)]
 
 
 def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
@@ -73,33 +100,51 @@ def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
 
 
 def make_shrink_hook(
-    target: Target, spec: str, options: executor.RunOptions, budget: float, root: Path
+    target: Target,
+    spec: str,
+    options: executor.RunOptions,
+    budget: float | None,
+    root: Path,
+    note: Callable[[str], None] = lambda line: None,
 ) -> ShrinkHook:
+    """What a campaign does with a new cluster: shrink its smallest member to a bundle.
+
+    Without a `budget`, each shrink gets `shrink.budget_for` the cost of the failing run, so a
+    slow GPU run gets proportionally more time; a given budget too small for that is said.
+    """
+
     def hook(
         record: FindingRecord, schedule: Schedule, failing: RunResult, launcher: Launcher | None
     ) -> None:
-        try:
-            result, bundle = shrink_to_bundle(
-                target,
-                spec,
-                schedule,
-                record.finding,
-                failing,
-                root,
-                options=options,
-                budget_s=budget,
-                launcher=launcher,
-                best_path=record.original.with_suffix(".min.json"),
+        run_s = max(failing.seconds, 1e-3)
+        given = budget is not None
+        seconds = budget if budget is not None else shrink.budget_for(run_s)
+        if given and seconds < 60 * run_s:
+            note(
+                f"shrink budget {seconds:.0f} s allows only ~{seconds / run_s:.0f} runs at "
+                f"{run_s:.1f} s a run: raise --shrink-budget (or leave it out to scale it)"
             )
-        except LauncherClosed:
-            record.state = "not shrunk (time is up)"
-            return
-        except Exception as e:  # a shrink bug must not lose the finding: it is on disk
-            record.state = f"shrink-failed: {type(e).__name__}: {e}"[:80]
-            return
-        record.minimal_steps = len(result.final.steps)
+        result, bundle = shrink_to_bundle(
+            target,
+            spec,
+            schedule,
+            record.finding,
+            failing,
+            root,
+            options=options,
+            budget_s=seconds,
+            launcher=launcher,
+            best_path=record.original.with_suffix(".min.json"),
+        )
+        k, n = result.reproduction
+        record.reproduction = (k, n)
         record.bundle = bundle
-        record.state = "shrunk"
+        if result.confirmed:
+            record.minimal = result.final
+            record.minimal_steps = len(result.final.steps)
+            record.state = f"shrunk, reproduced {k}/{n}"
+        else:
+            record.state = f"not reproduced ({k}/{n})"
 
     return hook
 
@@ -115,13 +160,20 @@ def _is_interrupt(error: BaseException) -> bool:
 def run_command(args: argparse.Namespace, target: Target) -> int:
     if args.seconds <= 0 or args.jobs < 1:
         raise RacefuzzError("--seconds must be positive and --jobs at least 1")
+    if args.shrink_budget is not None and not args.shrink_budget > 0:
+        raise RacefuzzError("--shrink-budget must be positive")
+    known_issues_found = (
+        known_issues.load(args.known, target.name) if args.known is not None else frozenset()
+    )
     folder = _campaign_dir(args, target)
-    known: list[str] = []
+    resumed: list[str] = []
     corpus = _corpus(args, target)
     if args.resume is not None:
-        known, earlier = results.load_known(folder)
+        resumed, earlier = results.load_known(folder)
         corpus += earlier
-    options = executor.RunOptions(step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb)
+    options = executor.RunOptions(
+        step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
+    )
     config = CampaignConfig(
         seconds=args.seconds,
         jobs=args.jobs,
@@ -135,14 +187,17 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         max_steps=args.max_steps,
         zygote=not args.spawn,
         lifecycle=not args.no_lifecycle,
+        allow_misuse=args.allow_misuse,
+        known_issues=known_issues_found,
     )
 
     def run_one(s: Schedule) -> RunResult:
         return executor.run(target, s, options)
 
-    baselines = Baselines(target, run_one)
-    hook = make_shrink_hook(target, args.target, options, args.shrink_budget, folder)
-    campaign = Campaign(target, config, folder, baselines, hook, known)
+    campaign = Campaign(target, config, folder, Baselines(target, run_one), None, resumed)
+    campaign.shrink_hook = make_shrink_hook(
+        target, args.target, options, args.shrink_budget, folder, campaign.note
+    )
     header: dict[str, Any] = {
         "target": target.name,
         "target_spec": args.target,
@@ -150,9 +205,10 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         "jobs": args.jobs,
         "seconds": args.seconds,
         "strategy": args.strategy,
+        "allow_misuse": args.allow_misuse,
+        "known_issues": str(args.known) if args.known else None,
     }
     live = not args.no_dashboard and dashboard.is_terminal()
-    print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
@@ -160,7 +216,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
             await campaign.run()
             nursery.cancel_scope.cancel()
 
-    try:
+    try:  # from here on, whatever ends the campaign (Ctrl-C too), the summary is written
+        print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
         trio.run(main)
     except BaseException as e:
         if not _is_interrupt(e):
@@ -169,9 +226,18 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     finally:
         results.write_all(campaign.state, folder, header, args.junit)
     state = campaign.state
+    if args.write_known is not None:
+        added = known_issues.write(
+            args.write_known, target.name, [r.finding for r in state.findings.values()]
+        )
+        print(f"racefuzz: {added} cluster(s) added to {args.write_known}", flush=True)
     print(
         f"racefuzz: {state.schedules} schedules in {state.elapsed():.0f} s, "
-        f"{len(state.findings)} finding(s); summary: {folder / 'summary.md'}",
+        f"clusters: {state.counts()}; summary: {folder / 'summary.md'}",
         flush=True,
     )
-    return 1 if state.findings else 0
+    if state.internal_errors:
+        for text in state.internal_errors:
+            report_internal(text)
+        return INTERNAL_EXIT
+    return 1 if state.failing() else 0

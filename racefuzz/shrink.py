@@ -17,6 +17,7 @@ that turns crashes and hangs into `RunResult`s (the executor guarantees that), a
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from racefuzz import contract
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import Op, Schedule, ScheduleError, dumps, problems
 from racefuzz.shrink_passes import PASSES, delete_steps, without
@@ -122,6 +124,28 @@ class ShrinkResult:
         k, n = self.reproduction
         return k / n if n else 0.0
 
+    @property
+    def confirmed(self) -> bool:
+        """Whether `final` reproduced often enough to be called the shrunk schedule."""
+        return confirmed(*self.reproduction)
+
+
+# A minimal schedule that showed the finding in fewer of its confirmation replays than this is
+# "not reproduced": a flaky once-in-twenty run is not something to hand to an EP team as shrunk.
+MIN_REPRODUCTION = 0.1
+
+
+def confirmed(k: int, n: int) -> bool:
+    """k failing of n replays is enough: at least one, and at least MIN_REPRODUCTION of n."""
+    return n > 0 and k >= max(1, math.ceil(MIN_REPRODUCTION * n))
+
+
+def budget_for(run_s: float, floor_s: float = 60.0) -> float:
+    """A shrink budget that scales with the measured cost of one run: room for about 150
+    runs (a few passes and the confirmation replays), never less than `floor_s`, at most 30
+    minutes. 25 ms runs get the floor; 1.5 s GPU runs get 225 s."""
+    return min(max(floor_s, 150 * run_s), 1800.0)
+
 
 class _Stop(Exception):
     """The time budget is spent: no more candidates, only the final replays."""
@@ -165,13 +189,17 @@ def shrink(
     on_progress: Callable[[ShrinkEvent], None] | None = None,
     best_path: Path | None = None,
 ) -> ShrinkResult:
-    """Shrink `schedule` to a simpler one whose runs still show `signature`.
+    """Shrink `schedule` to a simpler one whose runs still show `signature` (a finding's
+    signature, or its cluster key: then any member of the cluster counts).
 
-    `budget_s` (wall clock) bounds everything: the search stops early enough to leave time, at
-    the mean run time so far, for the `confirm_replays` final replays. A run already started is
-    never interrupted (the executor's own timeout bounds it). `best_path`, when given, holds the
-    best schedule so far as JSON, complete at every moment. Raises `ScheduleError` if `schedule`
-    is not well-formed, `ValueError` for impossible replay counts.
+    `budget_s` (wall clock) bounds everything, the first check of `schedule` and the final
+    replays included: the search stops early enough to leave time, at the mean run time so far,
+    for the `confirm_replays` final replays, and no run starts after the deadline, so a shrink
+    ends at most one run late. A run already started is never interrupted (the executor's own
+    timeout bounds it). A legal schedule (`racefuzz.contract`) only shrinks to legal ones.
+    `best_path`, when given, holds the best schedule so far as JSON, complete at every moment.
+    Raises `ScheduleError` if `schedule` is not well-formed, `ValueError` for impossible replay
+    counts.
     """
     found = problems(schedule, library_of)
     if found:
@@ -216,6 +244,7 @@ class _Shrinker:
         best_path: Path | None,
     ) -> None:
         self.original = self.current = original
+        self.legal_only = contract.is_legal(original, library_of)
         self.signature = signature
         self._run = run
         self.check, self.recheck = check, recheck
@@ -247,6 +276,8 @@ class _Shrinker:
         key = sort_key(candidate, self.models_by_size)
         if not key < self.key or problems(candidate, self.library_of):
             return False
+        if self.legal_only and not contract.is_legal(candidate, self.library_of):
+            return False  # shrinking must not turn an EP bug into an API misuse
         if self.phase != "verify" and self.stall >= self.max_stall:
             raise _Stall
         tally = self.tallies[self.phase]
@@ -276,7 +307,7 @@ class _Shrinker:
         stopped, one_minimal, reproduction = "done", False, (0, 0)
         try:
             tries = max(self.check[1], self.confirm_replays)
-            if self._fails(self.original, 1, tries):
+            if self._fails_before_deadline(self.original, tries):
                 self.last_failure = self.hit
                 stopped, one_minimal = self._search_and_verify()
             else:
@@ -346,8 +377,19 @@ class _Shrinker:
                 self.hit = result
         return hits >= need
 
+    def _fails_before_deadline(self, candidate: Schedule, replays: int) -> bool:
+        """Whether any of up to `replays` runs fails, none started after the deadline."""
+        for _ in range(replays):
+            if time.monotonic() >= self.deadline:
+                raise _Stop
+            result = self._call(candidate, within_budget=False)
+            if self._shows(result):
+                self.hit = result
+                return True
+        return False
+
     def _shows(self, result: RunResult) -> bool:
-        return any(f.signature == self.signature for f in result.findings)
+        return any(self.signature in (f.cluster, f.signature) for f in result.findings)
 
     def _call(self, schedule: Schedule, within_budget: bool) -> RunResult:
         if within_budget:
@@ -361,15 +403,18 @@ class _Shrinker:
         return result
 
     def _reproduce(self) -> tuple[int, int]:
+        """Up to `confirm_replays` replays of `final`, none started after the deadline (the
+        search left time for them at the mean run time; a slower run may eat into it)."""
         self.phase = "reproduce"
-        hits = 0
-        for _ in range(self.confirm_replays):
+        hits = done = 0
+        while done < self.confirm_replays and time.monotonic() < self.deadline:
             result = self._call(self.current, within_budget=False)
+            done += 1
             if self._shows(result):
                 hits += 1
                 self.last_failure = result
         self._progress(improved=False)
-        return hits, self.confirm_replays
+        return hits, done
 
     # --- reporting ----------------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ def shrink_to_bundle(
 
     result = shrink.shrink(
         schedule,
-        finding.signature,
+        finding.cluster,
         run,
         replays=replays,
         need=need,
@@ -155,11 +155,12 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
     out.print(timeline(result.final))
     k, n = result.reproduction
     minimal = "1-minimal" if result.one_minimal else "not shown 1-minimal"
+    verdict = "shrunk" if result.confirmed else "NOT REPRODUCED"
     out.print(
-        f"{len(original.steps)} -> {len(result.final.steps)} steps ({minimal}), "
+        f"{verdict}: {len(original.steps)} -> {len(result.final.steps)} steps ({minimal}), "
         f"reproduced {k}/{n}, {result.seconds:.1f} s; bundle: {bundle}"
     )
-    return 1 if k else 0
+    return 1 if result.confirmed else 0
 
 
 def report_command(args: argparse.Namespace) -> int:

@@ -117,6 +117,10 @@ def _tail(path: Path, events: queue.Queue[dict[str, Any] | None], ended: threadi
     with path.open("r", encoding="utf-8") as f:
         buffer = ""
         while True:
+            # Read `ended` before reading the file: the child's last lines are written before it
+            # exits, so once it has ended, one more read sees all of them. Checking after an
+            # empty read instead loses lines written between that read and the check.
+            finished = ended.is_set()
             chunk = f.read()
             if chunk:
                 buffer += chunk
@@ -126,8 +130,8 @@ def _tail(path: Path, events: queue.Queue[dict[str, Any] | None], ended: threadi
                         events.put(json.loads(line))
                     except ValueError:
                         continue
-                continue
-            if ended.is_set():
+            if finished:
                 break
-            time.sleep(_TAIL_POLL_S)
+            if not chunk:
+                time.sleep(_TAIL_POLL_S)
     events.put(None)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from racefuzz.campaign import Campaign, CampaignConfig, CampaignState
+from racefuzz.campaign import Campaign, CampaignConfig
+from racefuzz.campaign_state import CampaignState
 from racefuzz.outcome import Finding
 
 NOT_FOUND = "Data transfer implementation between source and destination device was not found"
@@ -140,9 +141,9 @@ def test_resume_keeps_every_earlier_finding_and_does_not_shrink_known_ones_again
 
     assert run().returncode == 1
     (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    first = {f["signature"] for f in json.loads((folder / "findings.json").read_text())["findings"]}
+    first = {f["cluster"] for f in json.loads((folder / "findings.json").read_text())["findings"]}
     again = run("--resume", str(folder), "--seed", "9")
     assert again.returncode == 1, again.stderr
     assert "known from the resumed run" in again.stdout
     data = json.loads((folder / "findings.json").read_text())
-    assert first <= {f["signature"] for f in data["findings"]}
+    assert first <= {f["cluster"] for f in data["findings"]}

@@ -115,7 +115,9 @@ def test_the_report_shows_the_minimal_schedule_with_one_column_per_thread(bundle
 
 def test_the_report_says_what_failed_how_often_and_what_each_step_did(bundle: Path) -> None:
     text = (bundle / "report.md").read_text()
-    assert text.startswith("# error in `create`: no EP device for profile '…' (NoSuchEP)\n")
+    assert text.startswith(
+        "# error in `create`: no EP device for profile '…' (NoSuchEP) (reproduced 3/3)\n"
+    )
     assert "| reproduced | 3 of 3 replays (100%) of the minimal schedule |" in text
     assert "RuntimeError: no EP device for profile 'ghost' (NoSuchEP)" in text
     assert "| 4 | 1 | run s1 | skipped: session s1 was not created |" in text
@@ -272,7 +274,7 @@ def test_rendering_a_folder_that_is_not_a_bundle_is_one_error(tmp_path: Path) ->
 def test_a_real_crash_report_marks_the_step_in_flight_and_shows_the_stacks(
     tmp_path: Path,
 ) -> None:
-    # A real crash racefuzz found in nxrt-ep-cpu 0.1.0.dev6 (schedules/wild/): dropping the
+    # A real crash racefuzz found in nxrt-ep-cpu 0.1.0.dev6 (schedules/misuse/): dropping the
     # sessions at exit segfaults after an unregister on another thread.
     nxrt = nxrt_cpu_target()
     schedule = Schedule(

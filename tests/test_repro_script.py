@@ -238,7 +238,7 @@ def test_repro_runs_in_a_fresh_venv_with_only_onnxruntime_and_numpy(
     assert proc.stdout.splitlines()[-1] == "reproduced 2/2"
 
 
-# A real crash in nxrt-ep-cpu 0.1.0.dev6 that racefuzz found (schedules/wild/): the library
+# A real crash in nxrt-ep-cpu 0.1.0.dev6 that racefuzz found (schedules/misuse/): the library
 # unregistered on another thread while a session is alive, a second session there, and dropping
 # the sessions at exit segfaults.
 NXRT_CRASH = Schedule(

@@ -246,7 +246,11 @@ def test_enabled_steps_name_sessions_s1_s2_and_values_v1_in_order() -> None:
     steps = enabled_steps(state, 0, EXAMPLE)
     assert {s.session for s in steps if s.op is Op.CREATE} == {"s2"}
     assert {s.value for s in steps if s.op is Op.ALLOC} == {"v1"}
-    assert {s.op for s in steps} == set(Op) - {Op.READ, Op.FREE, Op.REGISTER}
+    # ORT's contract: no unregister while session s1 on the library is alive...
+    assert {s.op for s in steps} == set(Op) - {Op.READ, Op.FREE, Op.REGISTER, Op.UNREGISTER}
+    # ...unless misuse is asked for.
+    misuse = replace(EXAMPLE, allow_misuse=True)
+    assert Op.UNREGISTER in {s.op for s in enabled_steps(state, 0, misuse)}
 
 
 def test_repair_drops_what_no_longer_fits_and_dissolves_broken_groups() -> None:

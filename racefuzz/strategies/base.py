@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from racefuzz import contract
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import (
     MAX_JITTER_US,
@@ -186,7 +187,12 @@ class State:
             if key not in space.library_keys():
                 return False
             if op is Op.UNREGISTER:
-                return key in self.registered and space.lifecycle and Op.UNREGISTER in space.ops
+                return (
+                    key in self.registered
+                    and space.lifecycle
+                    and Op.UNREGISTER in space.ops
+                    and (space.allow_misuse or not self._uses(key, space))
+                )
             again = key in self.ever_registered
             if again and not (space.lifecycle and Op.REGISTER in space.ops):
                 return False
@@ -212,6 +218,12 @@ class State:
             return False
         # Which ops need their library registered is schedule.py's call, not ours.
         return op not in NEEDS_REGISTRATION or self.is_registered_for(profile, space)
+
+    def _uses(self, key: str, space: Space) -> bool:
+        """Whether a live session or value needs registration `key` (ORT's contract forbids
+        unregistering it then: `racefuzz.contract`)."""
+        lives = (*self.sessions.values(), *self.values.values())
+        return any(contract.needs(key, space.library_for(live.profile)) for live in lives)
 
     def _live(self, step: Step) -> Live | None:
         """The live session or value a step names, if it is alive."""

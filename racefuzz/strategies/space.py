@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from racefuzz import contract
 from racefuzz.errors import RacefuzzError
 from racefuzz.schedule import Op, Schedule, problems
 
@@ -37,6 +38,9 @@ class Space:
     max_sessions: int = 4
     max_values: int = 2  # device values alive at once
     lifecycle: bool = True  # unregister and re-register may appear mid-schedule
+    # Schedules outside ORT's API contract (`racefuzz.contract`), e.g. an unregister while a
+    # session on the library is alive: only when a user asks for them.
+    allow_misuse: bool = False
     groups: bool = True  # overlap groups may be generated
     jitter: bool = True  # rare short sleeps may be generated
 
@@ -90,9 +94,13 @@ class Space:
     def problems(self, schedule: Schedule) -> list[str]:
         """`problems()` with this space's libraries, and names the space does not have.
 
-        The check every generated schedule passes, and replay's strict one.
+        The check every generated schedule passes, and replay's strict one; unless the space
+        allows misuse, a breach of ORT's contract is a problem too.
         """
         out = problems(schedule, self.library_for)
+        if not self.allow_misuse:
+            breached = self.breaches(schedule)
+            out += [f"step {b.step}: {b.rule} (outside ORT's contract)" for b in breached]
         for i, s in enumerate(schedule.steps):
             if s.profile is not None and s.profile not in self.profiles:
                 out.append(
@@ -104,3 +112,6 @@ class Space:
                 known = ", ".join(self.libraries) or "none (one unnamed library)"
                 out.append(f"step {i}: library '{s.library}' is not one of {known}")
         return out
+
+    def breaches(self, schedule: Schedule) -> list[contract.Breach]:
+        return contract.breaches(schedule, self.library_for)

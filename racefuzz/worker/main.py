@@ -4,7 +4,9 @@ Protocol (parent <- worker), one JSON object per line on a private copy of the o
 (fd 1 itself is pointed at stderr, so a native library printing to stdout cannot corrupt it):
 `{"ev": "ready"}`, then per step `{"ev": "start", "step": i}` and
 `{"ev": "done", "step": i, "ok": ..., "message": ..., "check": ..., "detail": ..., "ms": ...}`,
-then `{"ev": "end"}`. Each line is flushed as it is written, so a crash loses nothing before it.
+then `{"ev": "end"}`; `{"ev": "internal", "traceback": ...}` when racefuzz's own code failed
+(a step's outcome carries `"internal"` for the same reason). Each line is flushed as it is
+written, so a crash loses nothing before it.
 
 Stacks: faulthandler dumps every thread's Python stack to stderr on a fatal signal, and a
 watchdog (rearmed at every step start) dumps them when a step overruns its timeout, just
@@ -23,11 +25,14 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Mapping
 from typing import IO, Any
 
 from racefuzz.worker.ops import Profile, Runtime
 from racefuzz.worker.sequencer import Sequencer, Slot
+
+INTERNAL_EXIT = 70  # the worker's own code failed (a racefuzz bug), not the EP
 
 
 class Channel:
@@ -73,6 +78,17 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     channel.send({"ev": "end"})
 
 
+def run_job_reporting(job: Mapping[str, Any], channel: Channel) -> None:
+    """`run_job`, with racefuzz's own exceptions sent as an `internal` event (and exit 70):
+    a bug in racefuzz is reported as one, with its traceback, never as an EP crash."""
+    try:
+        run_job(job, channel)
+    except Exception:
+        channel.send({"ev": "internal", "traceback": traceback.format_exc()})
+        sys.stderr.flush()
+        os._exit(INTERNAL_EXIT)
+
+
 def protocol_stream() -> IO[str]:
     """Keep the real stdout for the protocol; send fd 1 (native prints) to stderr."""
     sys.stdout.flush()
@@ -86,7 +102,7 @@ def main() -> None:
     faulthandler.enable(file=sys.stderr, all_threads=True)
     channel = Channel(protocol_stream())
     job = json.loads(sys.stdin.read())
-    run_job(job, channel)
+    run_job_reporting(job, channel)
     sys.stderr.flush()
     # Skip interpreter teardown: native libraries tearing down after a schedule that left
     # sessions alive are not what this run is about (a crash there would be misattributed).

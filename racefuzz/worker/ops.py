@@ -15,7 +15,9 @@ ticket replays on a machine without racefuzz.
 from __future__ import annotations
 
 import gc
+import os
 import threading
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +101,27 @@ def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray[Any, Any]]:
     return feeds
 
 
+# Exception types that ORT's Python API does not raise for what an EP does: raised in this
+# module, they are a bug in racefuzz (a missing handler, a wrong call), never an EP finding.
+_OWN_BUG_TYPES = (AttributeError, KeyError, NameError, TypeError, IndexError, AssertionError)
+# A developer switch: the named op raises as if racefuzz had a bug (tests the internal path).
+SELFTEST_INTERNAL = "RACEFUZZ_SELFTEST_INTERNAL"
+
+
+def is_own_bug(e: BaseException) -> bool:
+    """Raised by this file's own code (its innermost frame is here), of a programming-error type.
+
+    ORT's native calls have no Python frame, so their errors also end here: they are told
+    apart by type (ORT raises its own classes, RuntimeError and ValueError).
+    """
+    if not isinstance(e, _OWN_BUG_TYPES):
+        return False
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == __file__
+
+
 class Runtime:
     def __init__(
         self,
@@ -176,11 +199,16 @@ class Runtime:
         if missing:
             return {"ok": True, "check": None, "detail": f"skipped: {missing}"}
         try:
+            if os.environ.get(SELFTEST_INTERNAL) == op:
+                raise KeyError(f"{SELFTEST_INTERNAL} asked this '{op}' to fail as a racefuzz bug")
             handler = getattr(self, "op_" + op)
             result: Outcome = handler(index, step)
             return result
         except Exception as e:  # ORT and EP errors are outcomes, not worker failures
-            return {"ok": False, "message": f"{type(e).__name__}: {e}", "check": None}
+            outcome: Outcome = {"ok": False, "message": f"{type(e).__name__}: {e}", "check": None}
+            if is_own_bug(e):
+                outcome["internal"] = "".join(traceback.format_exception(e))
+            return outcome
 
     def _missing_subject(self, step: Mapping[str, Any]) -> str:
         """Why a step cannot run because an earlier step it depends on failed, or ''."""

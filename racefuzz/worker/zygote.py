@@ -38,7 +38,7 @@ def _child(request: dict[str, object]) -> None:
     events = open(str(request["events"]), "w", encoding="utf-8", buffering=1)  # noqa: SIM115
     job = request["job"]
     assert isinstance(job, dict)
-    worker_main.run_job(job, worker_main.Channel(events))
+    worker_main.run_job_reporting(job, worker_main.Channel(events))
     events.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -54,7 +54,7 @@ def serve() -> None:
             try:
                 _child(request)
             finally:
-                os._exit(70)  # run_job raised: a bug in racefuzz, reported as an abnormal exit
+                os._exit(worker_main.INTERNAL_EXIT)  # not even the report got out
         out.write(json.dumps({"pid": pid}) + "\n")
         out.flush()
         _, status = os.waitpid(pid, 0)

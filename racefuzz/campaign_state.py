@@ -1,0 +1,117 @@
+"""What a campaign knows: its counters and one record per finding cluster.
+
+A cluster is the findings that share a root-cause identity (`Finding.cluster`): one crash seen
+with many different sets of ops in flight is one cluster, with one bundle. Each record keeps
+the cluster's first finding, how many runs and distinct signatures showed it, and its smallest
+member schedule so far (the one shrinking starts from). After shrinking, two clusters whose
+minimal schedules are the same schedule are one bug: the later one is marked a duplicate.
+
+A cluster's verdict decides the exit code: `new` ones fail the run; `known` ones (listed in the
+user's known-issues file) and `misuse` ones (outside ORT's API contract) are reported apart and
+do not. Everything here is small and bounded by the number of clusters, so a campaign's memory
+stays flat however long it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from racefuzz.outcome import Finding, RunResult
+from racefuzz.schedule import Schedule
+
+MAX_SIGNATURES_KEPT = 200  # per cluster: enough to count variants, bounded memory
+
+
+@dataclass
+class FindingRecord:
+    finding: Finding  # the cluster's first finding (classified by its baseline later)
+    count: int
+    first_seen_s: float
+    original: Path  # the first schedule of the cluster, on disk from the moment it was seen
+    smallest: Schedule  # the cluster's smallest member so far
+    smallest_result: RunResult  # a failing run of `smallest`
+    smallest_path: Path
+    state: str = "new"  # new | shrinking | shrunk (k/n) | not reproduced (k/n) | ...
+    minimal_steps: int | None = None
+    minimal: Schedule | None = None
+    reproduction: tuple[int, int] | None = None
+    bundle: Path | None = None
+    signatures: set[str] = field(default_factory=set)
+    known: bool = False  # listed in the known-issues file
+    duplicate_of: str | None = None  # the cluster whose minimal schedule this one shares
+
+    @property
+    def cluster(self) -> str:
+        return self.finding.cluster
+
+    @property
+    def verdict(self) -> str:
+        """misuse | known | duplicate | new: only `new` fails a campaign."""
+        if self.finding.misuse:
+            return "misuse"
+        if self.known:
+            return "known"
+        return "duplicate" if self.duplicate_of else "new"
+
+    def add_member(self, finding: Finding, result: RunResult) -> bool:
+        """Count one more run of this cluster; True when its schedule is the new smallest."""
+        self.count += 1
+        if len(self.signatures) < MAX_SIGNATURES_KEPT:
+            self.signatures.add(finding.signature)
+        if self.state == "new" and len(result.schedule.steps) < len(self.smallest.steps):
+            self.smallest, self.smallest_result = result.schedule, result
+            return True
+        return False
+
+
+@dataclass
+class CampaignState:
+    """Everything the dashboard and the summary show; small and bounded by clusters."""
+
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+    jobs: int = 1
+    schedules: int = 0
+    steps: int = 0
+    crashes: int = 0
+    hangs: int = 0
+    findings: dict[str, FindingRecord] = field(default_factory=dict)  # by cluster
+    by_strategy: dict[str, dict[str, int]] = field(default_factory=dict)
+    busy: int = 0
+    worker_rss_mb: float = 0.0
+    campaign_rss_mb: float = 0.0
+    run_seconds: float = 0.0  # summed over fuzzing runs: the measured cost of one run
+    interrupted: bool = False
+    done: bool = False
+    internal_errors: list[str] = field(default_factory=list)  # racefuzz's own tracebacks
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=12))
+    log_total: int = 0  # lines ever logged: lets a plain printer know what it has not shown
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def rate(self) -> float:
+        return self.schedules / max(self.elapsed(), 1e-9)
+
+    def mean_run_s(self) -> float:
+        return self.run_seconds / self.schedules if self.schedules else 0.0
+
+    def by_verdict(self, verdict: str) -> list[FindingRecord]:
+        records = sorted(self.findings.values(), key=lambda r: r.first_seen_s)
+        return [r for r in records if r.verdict == verdict]
+
+    def failing(self) -> list[FindingRecord]:
+        """The clusters that fail the run: new ones (not known, not misuse, not duplicates)."""
+        return self.by_verdict("new")
+
+    def counts(self) -> str:
+        """e.g. '3 new, 2 known, 1 misuse' (clusters), for dashboards and summaries."""
+        parts = [
+            f"{len(self.by_verdict(v))} {v}"
+            for v in ("new", "known", "misuse", "duplicate")
+            if v == "new" or self.by_verdict(v)
+        ]
+        return ", ".join(parts)

@@ -1,0 +1,57 @@
+"""Honest shrinking: the budget covers every run a shrink makes, and a minimal schedule that does
+not reproduce is never called shrunk. Uses the pure-Python bug models of `test_shrink`."""
+
+from __future__ import annotations
+
+import time
+
+from test_shrink import CASES, Fake, do_shrink, noisy
+
+from racefuzz import shrink
+
+RUN_S = 0.05
+
+
+def test_the_budget_covers_the_first_check_and_the_replays_within_one_run() -> None:
+    # A schedule that never fails again: the first check alone would take 20 runs (1 s).
+    original = noisy(CASES["B3"][0], seed=1)
+    t0 = time.monotonic()
+    result = do_shrink(original, "B3", Fake(delay=RUN_S), budget_s=0.3)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 0.3 + RUN_S + 0.15  # one run over at most, plus a busy machine's noise
+    assert result.stopped == "budget" and result.calls < 20
+    assert not result.confirmed
+
+
+def test_the_confirmation_replays_stop_at_the_deadline_too() -> None:
+    pattern, _ = CASES["B1"]
+    for budget in (0.4, 0.8, 1.5):
+        t0 = time.monotonic()
+        result = do_shrink(
+            noisy(pattern, seed=9, sessions=8), "B1", Fake("B1", delay=RUN_S), budget_s=budget
+        )
+        elapsed = time.monotonic() - t0
+        assert elapsed < budget + RUN_S + 0.15, (budget, elapsed, result.reproduction)
+        k, n = result.reproduction
+        assert k == n  # this model always fails: whatever replays fit, all reproduced
+
+
+def test_a_minimal_schedule_that_does_not_reproduce_is_not_called_shrunk() -> None:
+    # Each schedule fails on its first run only: with no recheck the shrinker keeps cuts that
+    # then never fail again, and the confirmation replays say so.
+    original = noisy(CASES["B3"][0], seed=1)
+    result = do_shrink(original, "B3", Fake("B3", first_run_only=True), need=1, recheck=(0, 0))
+    assert len(result.final.steps) < len(original.steps)
+    assert result.reproduction == (0, 20)
+    assert not result.confirmed
+    # Reproducing always is confirmed.
+    good = do_shrink(original, "B3", Fake("B3"))
+    assert good.reproduction == (20, 20) and good.confirmed
+
+
+def test_confirmation_needs_a_tenth_of_the_replays_and_the_budget_scales_with_run_cost() -> None:
+    assert not shrink.confirmed(0, 20) and not shrink.confirmed(1, 20)
+    assert shrink.confirmed(2, 20) and shrink.confirmed(1, 3) and not shrink.confirmed(0, 0)
+    assert shrink.budget_for(0.025) == 60.0  # a fast CPU run gets the floor
+    assert shrink.budget_for(1.5) == 225.0  # a slow GPU run gets room for ~150 runs
+    assert shrink.budget_for(60.0) == 1800.0  # capped
