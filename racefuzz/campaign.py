@@ -17,6 +17,7 @@ The campaign publishes what happens (`CampaignState`, log lines) and never reads
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 import traceback
 from collections.abc import Callable, Collection
@@ -251,11 +252,17 @@ class Campaign:
         counters = st.by_strategy.setdefault(source, {"schedules": 0, "new": 0})
         counters["schedules"] += 1
         self.strategy.observe(result)
+        # A misroute (the testbed's white-box trace) beside a visible failure is that failure's
+        # explanation, shown in its report, not a root cause of its own: only a silent misroute
+        # (nothing else went wrong) opens a cluster.
+        visible = any(f.kind != "misroute" for f in result.findings)
         for f in result.findings:
             rec = st.findings.get(f.cluster)
             if rec is not None:
                 if rec.add_member(f, result):
                     save(result.schedule, rec.smallest_path)  # what shrinking will start from
+                continue
+            if visible and f.kind == "misroute":
                 continue
             counters["new"] += 1
             self._new_finding(f, result)
@@ -312,12 +319,12 @@ class Campaign:
         stays, the other is marked its duplicate."""
         if rec.minimal is None:
             return
-        mine = dumps(replace(rec.minimal, name="", description=""))
+        mine = _story(rec.minimal)
         for other in self.state.findings.values():
             if other is rec or other.minimal is None or other.duplicate_of is not None:
                 continue
             same_kind = bool(other.finding.misuse) == bool(rec.finding.misuse)
-            if same_kind and dumps(replace(other.minimal, name="", description="")) == mine:
+            if same_kind and _story(other.minimal) & mine:
                 rec.duplicate_of = other.cluster
                 rec.state += f", same minimal schedule as '{other.cluster}'"
                 return
@@ -333,3 +340,20 @@ class Campaign:
             if not p.exists():
                 return p
         raise RuntimeError(f"no free file name for {stem} in {folder}")
+
+
+def _story(schedule: Schedule) -> set[str]:
+    """A minimal schedule in every renaming of its profiles onto each other (for two
+    profiles, as written and swapped). Two clusters whose minimal schedules differ only in which
+    profile plays which role are one bug seen from both sides, e.g. a copy misrouted from
+    backend A to B and from B to A."""
+    names = sorted(schedule.profiles())
+    out = set()
+    for order in itertools.permutations(names):
+        rename = dict(zip(names, order, strict=True))
+        steps = [
+            replace(s, profile=rename.get(s.profile or "")) if s.profile else s
+            for s in schedule.steps
+        ]
+        out.add(dumps(Schedule(schedule.threads, tuple(steps))))
+    return out

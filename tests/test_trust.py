@@ -25,7 +25,7 @@ def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[
         timeout=600,
         env={**os.environ, **(env or {})},
     )
-    folders = [p for p in tmp_path.iterdir() if p.is_dir()]
+    folders = [p for p in tmp_path.iterdir() if p.is_dir()] if tmp_path.exists() else []
     data = json.loads((folders[0] / "findings.json").read_text()) if folders else None
     return proc.returncode, proc.stdout + proc.stderr, data
 
@@ -45,7 +45,10 @@ def test_one_native_crash_in_many_overlaps_is_at_most_three_clusters(
     crashes = [f for f in data["findings"] if f["kind"] == "crash"]
     assert crashes and len(crashes) <= 3, [f["cluster"] for f in crashes]
     assert sum(f["signatures"] for f in crashes) > len(crashes), crashes  # variants, merged
-    assert {f["crash_state"] for f in crashes} <= {"run", "run_bound"}
+    # The faulting thread's op; '' only when two threads crashed at once and faulthandler's
+    # dump was torn (then the ops in flight stand in).
+    states = {f["crash_state"] for f in crashes}
+    assert states & {"run", "run_bound"} and states <= {"run", "run_bound", ""}, states
 
 
 def test_the_fixed_testbed_with_its_known_issues_passes_and_a_bug_build_fails(
@@ -79,6 +82,7 @@ def test_a_bad_known_issues_file_is_one_line_and_exit_2(tmp_path: Path, content:
     bad.write_text(content)
     code, out, _ = run(tmp_path / "out", "--seconds", "5", "--known", str(bad))
     assert code == 2 and out.count("\n") == 1 and "known-issues file" in out, out
+    assert not (tmp_path / "out").exists()  # checked before any campaign folder is made
 
 
 def test_many_jobs_on_two_cores_make_no_findings_of_racefuzz_own(tmp_path: Path) -> None:
