@@ -185,7 +185,7 @@ def first_failing(b: Bug, seconds: float, seed: int = 1) -> tuple[Finding, Sched
         state = trio.run(campaign.run)
         if not hit:
             return None
-        return hit[0], load(state.findings[hit[0].signature].original)
+        return hit[0], load(state.findings[hit[0].cluster].original)
 
 
 def shrink_one(b: Bug, finding: Finding, schedule: Schedule, budget_s: float) -> Shrunk:

@@ -151,7 +151,7 @@ def campaign_trial(b: Bug, strategy: str, seed: int, cap: float) -> Trial:
         if not hit:
             return Trial(b.name, strategy, seed, cap, False, state.schedules)
         seconds, f = hit[0]
-        schedule = load(state.findings[f.signature].original)
+        schedule = load(state.findings[f.cluster].original)
     return Trial(b.name, strategy, seed, min(seconds, cap), True, state.schedules, f, schedule)
 
 
