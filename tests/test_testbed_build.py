@@ -57,7 +57,7 @@ def test_library_path_builds_once_then_hits_the_cache(
     again: list[str] = []
     started = time.monotonic()
     assert testbed.library_path(again.append) == built
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0  # a cache hit: no build (and `again` is silent)
     assert again == []
 
 

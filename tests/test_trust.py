@@ -38,7 +38,7 @@ def test_one_native_crash_in_many_overlaps_is_at_most_three_clusters(
     # signatures. The crash state (the faulting thread's op) is what identifies it.
     code, out, data = run(
         tmp_path,
-        *("--target", "testbed", "--seconds", "25", "--jobs", "2", "--no-shrink"),
+        *("--target", "testbed", "--seconds", "15", "--jobs", "2", "--no-shrink"),
         env={"RACEFUZZ_TESTBED_FAULT": "segv:mgx"},
     )
     assert code == 1, out
@@ -54,11 +54,12 @@ def test_one_native_crash_in_many_overlaps_is_at_most_three_clusters(
 def test_the_fixed_testbed_with_its_known_issues_passes_and_a_bug_build_fails(
     testbed_library: Path, tmp_path: Path
 ) -> None:
-    args = ("--seconds", "30", "--jobs", "2", "--known", str(KNOWN), "--no-shrink")
-    code, out, data = run(tmp_path / "fixed", "--target", "testbed", *args)
+    args = ("--jobs", "2", "--known", str(KNOWN), "--no-shrink")
+    code, out, data = run(tmp_path / "fixed", "--target", "testbed", "--seconds", "20", *args)
     assert code == 0, out
     assert data["findings"] and all(f["verdict"] == "known" for f in data["findings"]), out
-    code, out, data = run(tmp_path / "b3", "--target", "testbed:B3", "--no-corpus", *args)
+    b3 = ("--target", "testbed:B3", "--no-corpus", "--seconds", "10")
+    code, out, data = run(tmp_path / "b3", *b3, *args)
     assert code == 1, out
     new = [f for f in data["findings"] if f["verdict"] == "new"]
     assert any(f["kind"] == "error" and f["op"] == "run" for f in new), new
@@ -89,7 +90,7 @@ def test_many_jobs_on_two_cores_make_no_findings_of_racefuzz_own(tmp_path: Path)
     # The CPU EP has no bugs: anything found at 8 jobs on 2 cores (events lost when a worker
     # ends, workers starved of CPU) would be racefuzz's own making.
     code, out, data = run(
-        tmp_path, "--target", "cpu", "--seconds", "30", "--jobs", "8", "--max-steps", "6"
+        tmp_path, "--target", "cpu", "--seconds", "20", "--jobs", "8", "--max-steps", "6"
     )
     assert code == 0, out
     assert data["findings"] == [] and data["schedules"] > 100, out
