@@ -16,6 +16,7 @@ The campaign publishes what happens (`CampaignState`, log lines) and never reads
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import time
@@ -118,6 +119,7 @@ class Campaign:
         self.known = set(known)  # clusters found by an earlier run this one resumes
         self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
         self._cancel: trio.CancelScope | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
         # Work about findings (baseline, shrink) that job slots take before fuzzing more.
         # Black-box findings first: a misroute (white-box) usually shadows one of them.
         self._tasks: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
@@ -135,10 +137,27 @@ class Campaign:
 
     # --- the loop -----------------------------------------------------------------------
 
+    def request_stop(self, reason: str) -> None:
+        """Stop the campaign as if its time were up (safe from a signal handler, from any
+        thread, before or during `run`): a Ctrl-C or SIGTERM that lands anywhere is kept."""
+        self.state.interrupted = True
+        self.state.interrupted_by = self.state.interrupted_by or reason
+        token = self._token
+        if token is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self._cancel_now)
+
+    def _cancel_now(self) -> None:
+        if self._cancel is not None:
+            self._cancel.cancel()
+
     async def run(self) -> CampaignState:
+        self._token = trio.lowlevel.current_trio_token()
         try:
             with trio.move_on_after(self.config.seconds) as scope:
                 self._cancel = scope
+                if self.state.interrupted:  # a stop asked for before the loop began
+                    scope.cancel()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._monitor)
                     for slot in range(self.config.jobs):

@@ -85,6 +85,7 @@ class CampaignState:
     campaign_rss_mb: float = 0.0
     run_seconds: float = 0.0  # summed over fuzzing runs: the measured cost of one run
     interrupted: bool = False
+    interrupted_by: str = ""  # e.g. "Ctrl-C" or "SIGTERM"
     done: bool = False
     internal_errors: list[str] = field(default_factory=list)  # racefuzz's own tracebacks
     log: deque[str] = field(default_factory=lambda: deque(maxlen=12))

@@ -90,7 +90,9 @@ _SECTIONS = (
 def summary_markdown(
     state: CampaignState, root: Path, header: dict[str, Any], records: list[FindingRecord]
 ) -> str:
-    status = "interrupted (Ctrl-C)" if state.interrupted else "finished"
+    status = (
+        f"interrupted ({state.interrupted_by or 'Ctrl-C'})" if state.interrupted else "finished"
+    )
     if state.internal_errors:
         status = "stopped by an internal error of racefuzz"
     lines = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -216,7 +217,16 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
             await campaign.run()
             nursery.cancel_scope.cancel()
 
-    try:  # from here on, whatever ends the campaign (Ctrl-C too), the summary is written
+    def stop(signum: int, frame: object) -> None:
+        # Ctrl-C and SIGTERM (what CI timeouts send) stop the campaign the way its deadline
+        # does, wherever they land; a second Ctrl-C is the impatient user's: raise at once.
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if campaign.state.interrupted and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        campaign.request_stop(name)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:  # from here on, whatever ends the campaign, the summary is written
         print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
         trio.run(main)
     except BaseException as e:
@@ -224,6 +234,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
             raise
         campaign.state.interrupted = True
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         results.write_all(campaign.state, folder, header, args.junit)
     state = campaign.state
     if args.write_known is not None:

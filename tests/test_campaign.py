@@ -52,18 +52,23 @@ def test_a_short_campaign_on_a_clean_ep_finds_nothing_and_exits_0(
     assert 'failures="0"' in (tmp_path / "junit.xml").read_text()
 
 
-def test_ctrl_c_stops_the_campaign_and_still_writes_the_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "label"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_ctrl_c_or_sigterm_stops_the_campaign_and_still_writes_the_summary(
+    tmp_path: Path, sig: signal.Signals, label: str
+) -> None:
     proc = start(tmp_path, "--target", "cpu", "--seconds", "300", "--jobs", "2")
     assert proc.stdout is not None
     # Synchronised on what the campaign prints, not on a sleep: a loaded machine may take
-    # many seconds to import onnxruntime. From the "campaign" line on, Ctrl-C must be handled.
+    # many seconds to import onnxruntime. From the "campaign" line on, the signal must stop it,
+    # wherever it lands (at once here: in the campaign's start-up).
     first = proc.stdout.readline()
     assert first.startswith("racefuzz: campaign"), first
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, out + err
+    assert "Traceback" not in err, err
     summary = (campaign_dir(tmp_path) / "summary.md").read_text()
-    assert "interrupted (Ctrl-C)" in summary
+    assert f"interrupted ({label})" in summary
     assert "0 worker crashes" in summary  # killing the workers is not mistaken for a crash
 
 
