@@ -36,6 +36,7 @@ from racefuzz.errors import InternalError
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Schedule, to_json_obj
 from racefuzz.target import Target
+from racefuzz.worker import INTERNAL_EXIT
 
 _DETACH: dict[str, Any] = (
     {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
@@ -198,6 +199,9 @@ def run(
             trace = tuple(_read_jsonl(trace_path))
     if result.exit is Exit.INTERNAL:
         raise InternalError(f"the worker's own code failed:\n{result.internal}")
+    if result.exit is Exit.CRASH and result.returncode == INTERNAL_EXIT and not result.outcomes:
+        # The worker died of its own failure before it could even report one.
+        raise InternalError(f"the worker exited {INTERNAL_EXIT} before any step:\n{stderr[-4000:]}")
     result = replace(
         result,
         stderr_tail=stderr[-STDERR_TAIL:],

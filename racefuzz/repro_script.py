@@ -24,8 +24,8 @@ from racefuzz import oracles
 from racefuzz.outcome import Finding
 from racefuzz.schedule import Op, Schedule, to_json_obj
 from racefuzz.target import Target
+from racefuzz.worker import INTERNAL_EXIT, ops, sequencer
 from racefuzz.worker import main as worker_main
-from racefuzz.worker import ops, sequencer
 
 DEFAULT_TIMES = 20
 _FINDING = ("kind", "op", "message", "raw")  # what the script judges replays by, and shows
@@ -76,6 +76,7 @@ def child(job):
     """Run the schedule with racefuzz's own worker code, embedded below under its real names."""
     for package in ("racefuzz", "racefuzz.worker"):  # so the worker's own imports resolve
         sys.modules.setdefault(package, types.ModuleType(package))
+    sys.modules["racefuzz.worker"].INTERNAL_EXIT = INTERNAL_EXIT
     load_module("racefuzz.worker.ops", OPS_SOURCE)
     load_module("racefuzz.worker.sequencer", SEQUENCER_SOURCE)
     worker = load_module("racefuzz.worker.main", WORKER_SOURCE)
@@ -266,6 +267,7 @@ TARGET_ENV = json.loads(@@ENV@@)
 TRACE = @@TRACE@@  # the testbed's white-box trace (for `misroute` findings)
 STEP_TIMEOUT = @@STEP_TIMEOUT@@
 SEED = @@SEED@@
+INTERNAL_EXIT = @@INTERNAL_EXIT@@  # the worker's code for "racefuzz itself failed"
 MODELS = {  # ONNX models, base64
 @@MODELS@@
 }
@@ -382,6 +384,7 @@ def repro_source(
         "LIBRARIES": repr(libraries),
         "ENV": literal(json.dumps(dict(target.env), indent=1)),
         "TRACE": repr(target.trace),
+        "INTERNAL_EXIT": repr(INTERNAL_EXIT),
         "STEP_TIMEOUT": repr(float(step_timeout)),
         "SEED": repr(seed),
         "MODELS": "\n".join(encoded),

@@ -29,10 +29,9 @@ import traceback
 from collections.abc import Mapping
 from typing import IO, Any
 
+from racefuzz.worker import INTERNAL_EXIT
 from racefuzz.worker.ops import Profile, Runtime
 from racefuzz.worker.sequencer import Sequencer, Slot
-
-INTERNAL_EXIT = 70  # the worker's own code failed (a racefuzz bug), not the EP
 
 
 class Channel:

@@ -22,6 +22,7 @@ import sys
 import numpy  # noqa: F401  (imported here so that children inherit it)
 import onnxruntime  # noqa: F401
 
+from racefuzz.worker import INTERNAL_EXIT
 from racefuzz.worker import main as worker_main
 
 
@@ -54,7 +55,7 @@ def serve() -> None:
             try:
                 _child(request)
             finally:
-                os._exit(worker_main.INTERNAL_EXIT)  # not even the report got out
+                os._exit(INTERNAL_EXIT)  # not even the report got out
         out.write(json.dumps({"pid": pid}) + "\n")
         out.flush()
         _, status = os.waitpid(pid, 0)
