@@ -14,9 +14,11 @@ One child at a time: each job slot of a campaign has its own zygote.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
+import signal
 import sys
 
 import numpy  # noqa: F401  (imported here so that children inherit it)
@@ -56,12 +58,19 @@ def serve() -> None:
                 _child(request)
             finally:
                 os._exit(INTERNAL_EXIT)  # not even the report got out
-        out.write(json.dumps({"pid": pid}) + "\n")
-        out.flush()
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        out.write(json.dumps({"pid": pid, "status": code}) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps({"pid": pid}) + "\n")
+            out.flush()
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            out.write(json.dumps({"pid": pid, "status": code}) + "\n")
+            out.flush()
+        except BrokenPipeError:
+            # racefuzz is gone or closed this job slot (deadline, Ctrl-C, SIGTERM): end quietly
+            # with the child, instead of a traceback on the terminal racefuzz shared with us.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os._exit(0)
 
 
 if __name__ == "__main__":
