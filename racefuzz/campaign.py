@@ -4,12 +4,13 @@ Orchestration is trio: one task per job slot, each running blocking executor cal
 (`trio.to_thread`), so a slow or dying worker only costs its own slot. The strategy is shared
 and called only from trio's thread, so it needs no locks.
 
-Nothing found is ever lost: the first schedule of every new signature is written to
-`findings/<slug>.json` (exclusively created) before anything else is done with it, then it is
-classified against its baseline and queued for shrinking; shrinks share the job slots with
-fuzzing and take precedence. Cancellation (deadline or Ctrl-C) kills in-flight workers; the
-caller then writes the summary from `CampaignState`, which holds only small per-signature
-records, so the campaign's memory stays flat however long it runs.
+Nothing found is ever lost: the first schedule of every new cluster (`campaign_state`) is
+written to `findings/<slug>.json` (exclusively created) before anything else is done with it,
+then it is classified against its baseline and its smallest member queued for shrinking; shrinks
+share the job slots with fuzzing and take precedence. Cancellation (deadline, Ctrl-C, SIGTERM)
+kills every worker, those of abandoned tasks too; the caller then writes the summary from
+`CampaignState`, which holds only small per-cluster records, so the campaign's memory stays
+flat however long it runs. racefuzz's own exceptions stop the campaign as internal errors.
 
 The campaign publishes what happens (`CampaignState`, log lines) and never reads the dashboard.
 """
@@ -127,7 +128,6 @@ class Campaign:
         self._task_slots = 0  # slots busy with tasks now
         self._task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
         self._fuzz_s = 0.0
-        self._live_pids: set[int] = set()
         (out_dir / "findings").mkdir(parents=True, exist_ok=True)
         (out_dir / "corpus").mkdir(parents=True, exist_ok=True)
 
@@ -163,7 +163,7 @@ class Campaign:
                     for slot in range(self.config.jobs):
                         nursery.start_soon(self._job, slot)
         finally:
-            self._kill_live()
+            executor.kill_all()  # every worker, those of abandoned tasks too (a hung EP's)
             for rec in self.state.findings.values():
                 if rec.state in ("new", "shrinking"):
                     rec.state = "not shrunk (time is up)"
@@ -175,11 +175,6 @@ class Campaign:
         while True:
             self.state.campaign_rss_mb = me.memory_info().rss / 2**20
             await trio.sleep(0.5)
-
-    def _kill_live(self) -> None:
-        for pid in list(self._live_pids):
-            executor.kill_tree(pid)
-        self._live_pids.clear()
 
     async def _job(self, slot: int) -> None:
         launcher = ZygoteLauncher() if self.config.zygote and zygote_available() else None
@@ -255,8 +250,6 @@ class Campaign:
             self.target,
             schedule,
             self.options,
-            on_start=self._live_pids.add,
-            on_exit=self._live_pids.discard,
             launcher=launcher,
         )
 

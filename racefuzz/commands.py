@@ -7,8 +7,6 @@ reads top to bottom: load the target, do the work, render, decide the code.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -16,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from racefuzz import console as render
-from racefuzz import executor
+from racefuzz import executor, preflight
 from racefuzz.baseline import Baselines
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
@@ -40,8 +38,11 @@ def check_ort() -> str:
 
 
 def _target(args: argparse.Namespace) -> Target:
+    """The target, checked to load and to provide what its profiles ask for (one line else)."""
     check_ort()
-    return load_target(args.target, args.config)
+    target = load_target(args.target, args.config)
+    preflight.check(target)
+    return target
 
 
 def _options(args: argparse.Namespace) -> executor.RunOptions:
@@ -81,22 +82,6 @@ def replay_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _probe(target: Target) -> dict[str, object]:
-    job = json.dumps({"libraries": {lib.name: str(lib.path) for lib in target.libraries}})
-    proc = subprocess.run(
-        [sys.executable, "-m", "racefuzz.worker.probe"],
-        input=job,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"probe process failed (exit {proc.returncode}): {tail}"}
-    result: dict[str, object] = json.loads(proc.stdout)
-    return result
-
-
 def _cell(result: RunResult, step: int) -> str:
     o = result.outcome(step)
     if o is None:
@@ -115,16 +100,16 @@ def doctor_command(args: argparse.Namespace) -> int:
     out = Console()
     out.print(f"onnxruntime {version}, python {sys.version.split()[0]}, cache {cache_root()}")
     out.print(describe(target))
-    probe = _probe(target)
+    probe = preflight.probe(target)
     if "error" in probe:
         out.print(f"[red]{probe['error']}[/]")
         return 1
-    for name, state in dict(probe.get("libraries", {})).items():  # type: ignore[call-overload]
+    for name, state in dict(probe.get("libraries", {})).items():
         out.print(f"library {name}: {state}")
     devices = Table(title="EP devices after registration")
     for col in ("ep", "vendor", "device", "vendor id", "memory (default, host-accessible)"):
         devices.add_column(col)
-    for d in probe.get("devices", []):  # type: ignore[attr-defined]
+    for d in probe.get("devices", []):
         mem = ", ".join(str(m) for m in d["memory"])
         devices.add_row(d["ep_name"], d["ep_vendor"], d["device_type"], hex(d["vendor_id"]), mem)
     out.print(devices)

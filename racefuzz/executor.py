@@ -14,6 +14,7 @@ hang), a per-schedule timeout, and a memory ceiling. Crashes, hangs and the ceil
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -67,6 +68,30 @@ def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str
         "seed": options.seed,
         "step_timeout": options.step_timeout,
     }
+
+
+# Every worker (and zygote) this process has started and not yet seen end: whatever thread
+# started it, and even if that thread was abandoned, `kill_all` finds it, so that no worker of
+# a hung EP outlives racefuzz.
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def track(pid: int, alive: bool) -> None:
+    with _LIVE_LOCK:
+        (_LIVE.add if alive else _LIVE.discard)(pid)
+
+
+def kill_all() -> None:
+    """Kill every tracked worker's process tree (a campaign's end, Ctrl-C, exit)."""
+    with _LIVE_LOCK:
+        pids = list(_LIVE)
+        _LIVE.clear()
+    for pid in pids:
+        kill_tree(pid)
+
+
+atexit.register(kill_all)
 
 
 def kill_tree(pid: int) -> None:
@@ -168,13 +193,11 @@ def run(
     target: Target,
     schedule: Schedule,
     options: RunOptions | None = None,
-    on_start: Callable[[int], None] | None = None,
-    on_exit: Callable[[int], None] | None = None,
     launcher: Launcher | None = None,
 ) -> RunResult:
     """Run `schedule` against `target` in a fresh worker; judged by the oracles.
 
-    `on_start(pid)` / `on_exit(pid)` let a caller that may be cancelled kill the worker.
+    Every worker started is tracked until it ends, so `kill_all` can end a cancelled one.
     `launcher` picks how the worker starts (default: spawn; see `zygote_pool`).
     """
     options = options or RunOptions()
@@ -186,13 +209,11 @@ def run(
         launched = (launcher or _SPAWN).launch(
             job, worker_env(target, trace_path), err_path, Path(tmp)
         )
-        if on_start is not None:
-            on_start(launched.pid)
+        track(launched.pid, True)
         try:
             result = _supervise(launched, schedule, options, t0)
         finally:
-            if on_exit is not None:
-                on_exit(launched.pid)
+            track(launched.pid, False)
         stderr = err_path.read_text(encoding="utf-8", errors="replace")
         trace: tuple[dict[str, Any], ...] = ()
         if trace_path is not None and trace_path.exists():

@@ -8,8 +8,10 @@ anything was found. Shrinking and ticket bundles hook in through `shrink_hook`.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,7 +99,39 @@ def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
         return resumed
     stamp = time.strftime("%Y-%m-%d-%H%M%S")
     name = target.name.replace(":", "-").replace(",", "-")
-    return create_folder(args.out, f"{stamp}-{name}")
+    try:
+        return create_folder(args.out, f"{stamp}-{name}")
+    except OSError as e:
+        raise RacefuzzError(
+            f"cannot write results under --out '{args.out}': {e.strerror}"
+        ) from None
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every bad value is one line before anything runs, never a traceback mid-campaign."""
+    for flag, value in (
+        ("--seconds", args.seconds),
+        ("--step-timeout", args.step_timeout),
+        ("--max-rss-mb", args.max_rss_mb),
+        ("--shrink-budget", args.shrink_budget),
+    ):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise RacefuzzError(f"{flag} must be a positive number, not {value}")
+    if args.jobs < 1 or args.max_steps < 1:
+        raise RacefuzzError("--jobs and --max-steps must be at least 1")
+    cores = os.cpu_count() or 1
+    if args.jobs > 4 * cores:
+        print(
+            f"racefuzz: warning: --jobs {args.jobs} on {cores} cores: workers will starve each "
+            "other, and step timeouts may then be hangs of racefuzz's own making",
+            file=sys.stderr,
+        )
+    if args.out.exists() and not args.out.is_dir():
+        raise RacefuzzError(f"--out '{args.out}' is a file, not a folder")
+    if args.junit is not None:
+        folder = args.junit.parent
+        if args.junit.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise RacefuzzError(f"cannot write --junit '{args.junit}': not a writable file path")
 
 
 def make_shrink_hook(
@@ -159,10 +193,7 @@ def _is_interrupt(error: BaseException) -> bool:
 
 
 def run_command(args: argparse.Namespace, target: Target) -> int:
-    if args.seconds <= 0 or args.jobs < 1:
-        raise RacefuzzError("--seconds must be positive and --jobs at least 1")
-    if args.shrink_budget is not None and not args.shrink_budget > 0:
-        raise RacefuzzError("--shrink-budget must be positive")
+    check_arguments(args)
     known_issues_found = (
         known_issues.load(args.known, target.name) if args.known is not None else frozenset()
     )

@@ -27,6 +27,10 @@ from racefuzz.errors import RacefuzzError
 
 VERSION = 1
 MAX_JITTER_US = 100_000
+# Far beyond anything generated (24 steps, 4 threads by default) or worth shrinking; a bigger
+# file is a mistake, and would tie a worker up for minutes.
+MAX_STEPS = 1000
+MAX_THREADS = 64
 
 
 class ScheduleError(RacefuzzError):
@@ -364,6 +368,11 @@ def from_json_obj(obj: object, source: str = "schedule") -> Schedule:
         raise ScheduleError(f"{source}: 'threads' must be an integer")
     if not isinstance(raw_steps, list):
         raise ScheduleError(f"{source}: 'steps' must be a list")
+    if len(raw_steps) > MAX_STEPS or threads > MAX_THREADS:
+        raise ScheduleError(
+            f"{source}: at most {MAX_STEPS} steps on {MAX_THREADS} threads, not "
+            f"{len(raw_steps)} on {threads}"
+        )
     steps = tuple(_decode_step(raw, f"{source}: step {i}") for i, raw in enumerate(raw_steps))
     name, description = obj.get("name", ""), obj.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
@@ -418,6 +427,8 @@ def load(path: Path) -> Schedule:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ScheduleError(f"cannot read schedule '{path}': {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScheduleError(f"{path}: not a schedule (not UTF-8 text)") from None
     return loads(text, str(path))
 
 

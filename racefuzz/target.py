@@ -238,6 +238,8 @@ def load_target(spec: str, config: Path | None = None) -> Target:
     """A built-in target by name, else the `[targets.<spec>]` table of the config."""
     from racefuzz import builtin_targets  # it imports this module
 
+    if config is not None and not config.is_file():
+        raise RacefuzzError(f"cannot read config '{config}': no such file")
     if spec.partition(":")[0] in BUILTIN_TARGETS:
         return builtin_targets.load(spec)
     path = config if config is not None else Path(DEFAULT_CONFIG)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from racefuzz.executor import Launched, kill_tree
+from racefuzz.executor import Launched, kill_tree, track
 
 _TAIL_POLL_S = 0.002
 
@@ -41,6 +41,8 @@ class ZygoteLauncher:
 
     def _zygote(self) -> subprocess.Popen[str]:
         if self._proc is None or self._proc.poll() is not None:
+            if self._proc is not None:
+                track(self._proc.pid, False)  # it died: its pid may be reused by anyone
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "racefuzz.worker.zygote"],
                 stdin=subprocess.PIPE,
@@ -49,13 +51,16 @@ class ZygoteLauncher:
                 bufsize=1,
                 start_new_session=True,
             )
+            track(self._proc.pid, True)  # killed with the workers if its slot is abandoned
         return self._proc
 
     def close(self) -> None:
         self._closed = True  # a task abandoned mid-run must not start a new zygote
-        if self._proc is not None and self._proc.poll() is None:
-            kill_tree(self._proc.pid)
-        self._proc = None
+        proc, self._proc = self._proc, None  # read once: the reaper thread may clear it too
+        if proc is not None:
+            if proc.poll() is None:
+                kill_tree(proc.pid)
+            track(proc.pid, False)
 
     def launch(self, job: str, env: dict[str, str], err_path: Path, tmp: Path) -> Launched:
         if self._closed:

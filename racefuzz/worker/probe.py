@@ -14,7 +14,12 @@ import onnxruntime as ort
 
 
 def probe(libraries: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"ort_version": ort.__version__, "libraries": {}, "devices": []}
+    out: dict[str, Any] = {
+        "ort_version": ort.__version__,
+        "providers": list(ort.get_available_providers()),
+        "libraries": {},
+        "devices": [],
+    }
     for name, path in libraries.items():
         try:
             ort.register_execution_provider_library(name, path)

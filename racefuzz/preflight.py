@@ -1,0 +1,89 @@
+"""Before anything is fuzzed: does the target's EP library load, and does it provide the EPs and
+devices its profiles ask for?
+
+A path to a library that is no EP (libz, say) or a misspelt EP name would otherwise make every
+schedule fail and file bogus findings for minutes. `check` answers in one fresh process (loading
+a broken library may crash it) and raises one `RacefuzzError` line naming what was found
+instead. `probe` is the look inside that `doctor` prints in full.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from racefuzz.errors import RacefuzzError
+from racefuzz.target import Target
+
+
+def probe(target: Target) -> dict[str, Any]:
+    """What ORT sees after registering the target's libraries in a fresh process, or
+    `{"error": ...}` when that process failed."""
+    job = json.dumps({"libraries": {lib.name: str(lib.path) for lib in target.libraries}})
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "racefuzz.worker.probe"],
+            input=job,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **target.env},
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": "loading the EP libraries did not finish within 120 s"}
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"probe process failed (exit {proc.returncode}): {tail}"}
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def problems(target: Target, seen: dict[str, Any]) -> list[str]:
+    """Why the target cannot be fuzzed as configured, one line each; [] when it can."""
+    if "error" in seen:
+        names = ", ".join(f"'{lib.path}'" for lib in target.libraries) or "no library"
+        return [f"target '{target.name}': loading {names} failed: {seen['error']}"]
+    out: list[str] = []
+    for lib in target.libraries:
+        state = seen["libraries"].get(lib.name, "not tried")
+        if state != "registered":
+            out.append(f"cannot register EP library '{lib.name}' ({lib.path}): {state}")
+    if out:
+        return out
+    devices: list[dict[str, Any]] = seen["devices"]
+    providers: list[str] = seen.get("providers", [])
+    for p in target.profiles:
+        if p.library is None and p.ep_name in providers:
+            continue  # one of ORT's own EPs: no EP device needed
+        eps = [d for d in devices if d["ep_name"] == p.ep_name]
+        if not eps:
+            offered = sorted({d["ep_name"] for d in devices if d["ep_name"] not in providers})
+            where = f"library '{p.library}'" if p.library else "onnxruntime"
+            found = ", ".join(offered) or "none"
+            out.append(
+                f"profile '{p.name}' asks for EP '{p.ep_name}', but {where} provides: {found}"
+            )
+            continue
+        if p.device_type and not any(d["device_type"] == p.device_type.lower() for d in eps):
+            kinds = ", ".join(sorted({d["device_type"] for d in eps}))
+            out.append(
+                f"profile '{p.name}': EP '{p.ep_name}' has no {p.device_type} device ({kinds})"
+            )
+        elif p.vendor_id is not None and not any(d["vendor_id"] == p.vendor_id for d in eps):
+            ids = ", ".join(sorted({hex(d["vendor_id"]) for d in eps}))
+            out.append(
+                f"profile '{p.name}': EP '{p.ep_name}' has no device of vendor "
+                f"{hex(p.vendor_id)} ({ids})"
+            )
+    return out
+
+
+def check(target: Target) -> None:
+    """Raise the first problem as one line (exit 2 through the CLI)."""
+    found = problems(target, probe(target))
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise RacefuzzError(found[0] + more)
