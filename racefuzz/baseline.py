@@ -71,27 +71,30 @@ class Baselines:
             except ValueError:
                 self._cache = {}
 
-    def signatures_alone(self, alone: Schedule) -> list[str]:
+    def signatures_alone(self, alone: Schedule, run: Runner | None = None) -> list[str]:
         key = self._key.copy()
         key.update(dumps(alone).encode())
         k = key.hexdigest()[:24]
         if k not in self._cache:
             found: set[str] = set()
             for _ in range(2):  # a flaky alone failure still counts as alone
-                found.update(f.signature for f in self._run(alone).findings)
+                found.update(f.signature for f in (run or self._run)(alone).findings)
             self._cache[k] = sorted(found)
             if self._path is not None:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
                 self._path.write_text(json.dumps(self._cache, indent=1), encoding="utf-8")
         return self._cache[k]
 
-    def classify(self, schedule: Schedule, finding: Finding) -> Finding:
+    def classify(self, schedule: Schedule, finding: Finding, run: Runner | None = None) -> Finding:
+        """`finding` with its origin; `run` (default: the one given at construction) runs the
+        baseline, e.g. through a campaign's job slot, so that it ends with the slot."""
         if finding.step is None:
             return finding
         alone = alone_schedule(schedule, finding.step)
         if alone is None:
             return finding
-        origin = ALONE if finding.signature in self.signatures_alone(alone) else INTERLEAVING
+        seen = self.signatures_alone(alone, run)
+        origin = ALONE if finding.signature in seen else INTERLEAVING
         return replace(finding, origin=origin)
 
     def classify_all(self, result: RunResult) -> RunResult:

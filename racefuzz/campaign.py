@@ -30,6 +30,7 @@ import psutil
 import trio
 
 from racefuzz import executor, strategies
+from racefuzz.atomic_file import write_text
 from racefuzz.baseline import Baselines
 from racefuzz.campaign_state import CampaignState, FindingRecord
 from racefuzz.errors import InternalError
@@ -52,7 +53,6 @@ class CampaignConfig:
     step_timeout: float = 20.0
     max_rss_mb: float = 4096.0
     shrink: bool = True
-    shrink_budget_s: float | None = None  # None: scaled to the measured cost of a run
     max_steps: int = 24
     max_threads: int = 4
     zygote: bool = True  # fork workers from a pre-initialised zygote where POSIX allows
@@ -121,6 +121,9 @@ class Campaign:
         self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
         self._cancel: trio.CancelScope | None = None
         self._token: trio.lowlevel.TrioToken | None = None
+        # Read by worker threads (trio's cancel scope may not be): the campaign is ending.
+        self._stopping = False
+        self._ends_at = float("inf")
         # Work about findings (baseline, shrink) that job slots take before fuzzing more.
         # Black-box findings first: a misroute (white-box) usually shadows one of them.
         self._tasks: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
@@ -148,11 +151,13 @@ class Campaign:
                 token.run_sync_soon(self._cancel_now)
 
     def _cancel_now(self) -> None:
+        self._stopping = True
         if self._cancel is not None:
             self._cancel.cancel()
 
     async def run(self) -> CampaignState:
         self._token = trio.lowlevel.current_trio_token()
+        self._ends_at = time.monotonic() + self.config.seconds
         try:
             with trio.move_on_after(self.config.seconds) as scope:
                 self._cancel = scope
@@ -242,10 +247,13 @@ class Campaign:
         """Keep racefuzz's own traceback and stop: results of a broken tool are not trusted."""
         self.state.internal_errors.append(text)
         self.note("racefuzz internal error: the campaign stops (see the summary)")
-        if self._cancel is not None:
-            self._cancel.cancel()
+        self._cancel_now()
 
     def _execute(self, schedule: Schedule, launcher: Launcher | None) -> RunResult:
+        # An abandoned task's next run once the campaign is ending (deadline, Ctrl-C, SIGTERM,
+        # an internal error): refused, so that no worker starts after the final kill.
+        if self._stopping or time.monotonic() >= self._ends_at:
+            raise LauncherClosed("the campaign has ended")
         return executor.run(
             self.target,
             schedule,
@@ -272,15 +280,15 @@ class Campaign:
             rec = st.findings.get(f.cluster)
             if rec is not None:
                 if rec.add_member(f, result):
-                    save(result.schedule, rec.smallest_path)  # what shrinking will start from
+                    write_text(rec.smallest_path, dumps(result.schedule))  # shrinking starts here
                 continue
             if visible and f.kind == "misroute":
                 continue
             counters["new"] += 1
             self._new_finding(f, result)
-            if self.stop_when is not None and self.stop_when(f) and self._cancel is not None:
+            if self.stop_when is not None and self.stop_when(f):
                 self.note(f"stop: {f.kind} on {f.op} is what this campaign was looking for")
-                self._cancel.cancel()
+                self._cancel_now()
 
     def _new_finding(self, finding: Finding, result: RunResult) -> None:
         # On disk first: whatever happens next (a baseline crash, Ctrl-C), this is kept.
@@ -309,7 +317,10 @@ class Campaign:
         if baselines is not None and finding.step is not None and not finding.misuse:
 
             def classify(launcher: Launcher | None) -> None:
-                rec.finding = baselines.classify(result.schedule, rec.finding)
+                # Through this slot's launcher: the baseline ends with the slot, never outlives
+                # the campaign on a hung EP.
+                run = lambda s: self._execute(s, launcher)  # noqa: E731
+                rec.finding = baselines.classify(result.schedule, rec.finding, run)
 
             self._add_task(rank, f"baseline of {finding.kind} on {finding.op}", classify)
         if finding.cluster in self.known:

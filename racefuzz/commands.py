@@ -88,6 +88,8 @@ def _cell(result: RunResult, step: int) -> str:
         return f"[red]{result.exit} ({result.signal or result.returncode})[/]"
     if not o.ok:
         return f"[red]error[/]: {o.message[-90:]}"
+    if o.detail.startswith("skipped"):
+        return "[yellow]skipped[/] (an earlier step failed)"
     if o.check is not None and o.check != "ok":
         return f"[red]{o.check}[/]"
     return "[green]ok[/]"

@@ -12,7 +12,8 @@ from racefuzz.outcome import Finding, RunResult
 from racefuzz.replay import ReplaySummary
 from racefuzz.schedule import Schedule
 
-ORIGIN_LABEL = {"interleaving": "interleaving-induced", "alone": "fails alone too", "": "-"}
+# "order-induced", not "interleaving-induced": one thread's order of calls breaks EPs too (B3).
+ORIGIN_LABEL = {"interleaving": "order-induced", "alone": "fails alone too", "": "-"}
 
 
 def timeline(schedule: Schedule) -> Table:

@@ -16,12 +16,11 @@ entries and other targets stay); `--known FILE` reads it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from racefuzz.atomic_file import write_text
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import Finding
 
@@ -75,12 +74,8 @@ def write(path: Path, target_name: str, findings: Iterable[Finding]) -> int:
         entries.append({"cluster": f.cluster, "title": f"{f.kind} on {f.op}: {f.raw[:100]}"})
         added += 1
     text = json.dumps(data, indent=1) + "\n"
-    folder = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
+        write_text(path, text)
     except OSError as e:
         raise RacefuzzError(f"cannot write known-issues file '{path}': {e.strerror}") from None
     return added

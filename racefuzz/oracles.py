@@ -10,7 +10,7 @@
 
 A signature (kind, op, profiles, normalised message) identifies a bug across runs: numbers,
 addresses and quoted names are stripped so that two runs of one bug share it. Which findings
-count (interleaving-induced vs fails alone too) is decided by `baseline`, not here.
+count (order-induced vs fails alone too) is decided by `baseline`, not here.
 """
 
 from __future__ import annotations

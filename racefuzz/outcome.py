@@ -59,7 +59,7 @@ class Finding:
     raw: str = ""
     # "interleaving" (its session alone is fine), "alone" (fails alone too), or "" (unknown)
     origin: str = ""
-    # For crashes: the faulting thread's state (its op, native top frames), '' when unknown.
+    # For crashes: the op the faulting thread was in (`oracles.crash_state`), "" when unknown.
     crash_state: str = ""
     # The ORT contract rule the schedule broke before this went wrong (`racefuzz.contract`);
     # '' for a legal schedule. A misuse finding is the application's fault, not the EP's.

@@ -36,7 +36,7 @@ REPLAYS_SUGGESTED = 20
 TRACE_LINES_SHOWN = 60
 TEARDOWN = "teardown (dropping what the schedule left alive)"  # the worker's last step
 ORIGIN = {
-    "interleaving": "interleaving-induced (its session alone, on the main thread, is fine)",
+    "interleaving": "order-induced (its session alone, on the main thread, is fine)",
     "alone": "fails alone too (its session alone, on the main thread, fails the same way)",
     "": "not classified",
 }
@@ -163,7 +163,7 @@ def _read(folder: Path, name: str, as_json: bool = True) -> Any:
         raise RacefuzzError(f"cannot read '{folder / name}': {e.strerror}") from None
 
 
-def _cell(text: object) -> str:
+def markdown_cell(text: object) -> str:
     """Text safe inside a Markdown table cell."""
     return " ".join(str(text).split()).replace("|", "\\|")
 
@@ -186,7 +186,7 @@ def timeline(schedule: Schedule, marked: Sequence[int] = ()) -> list[str]:
     lines = [head, "|--:|" + ":--|" * schedule.threads]
     for i, s in enumerate(schedule.steps):
         cells = [""] * schedule.threads
-        text = _cell(s.describe())
+        text = markdown_cell(s.describe())
         if s.group is not None:
             text += f" *(overlap {s.group})*"
         if s.jitter_us:
@@ -222,11 +222,12 @@ def _result_cell(run: RunResult, i: int) -> tuple[str, str]:
     if o is None:
         return (f"**{run.exit} in flight**" if i in run.in_flight else "not run"), ""
     if not o.ok:
-        status = f"**error**: {_cell(o.message[:160])}"
+        cut = "… (whole message below)" if len(o.message) > 160 else ""
+        status = f"**error**: {markdown_cell(o.message[:160])}{cut}"
     elif o.detail.startswith("skipped"):
-        status = _cell(o.detail)
+        status = markdown_cell(o.detail)
     elif o.check is not None and o.check is not Check.OK:
-        status = f"**{o.check}**: {_cell(o.detail)}"
+        status = f"**{o.check}**: {markdown_cell(o.detail)}"
     else:
         status = "ok"
     return status, f"{o.ms:.1f}"
@@ -245,7 +246,7 @@ def _outcomes(run: RunResult) -> list[str]:
     shown = end + (run.outcome(end) is not None or end in run.in_flight)
     for i in range(shown):
         (thread, what), (status, ms) = _step(run.schedule, i), _result_cell(run, i)
-        lines.append(f"| {i} | {thread} | {_cell(what)} | {status} | {ms} |")
+        lines.append(f"| {i} | {thread} | {markdown_cell(what)} | {status} | {ms} |")
     failed = [o for o in run.outcomes if not o.ok]
     if failed:
         lines += ["", "### Messages", ""]
@@ -299,7 +300,7 @@ def _trace(run: RunResult) -> list[str]:
 
 
 def _number(v: object) -> str:
-    return f"{v:.1f}" if isinstance(v, float) else _cell(v)
+    return f"{v:.1f}" if isinstance(v, float) else markdown_cell(v)
 
 
 def _shrink(stats: Mapping[str, Any] | None, original: Schedule, minimal: Schedule) -> list[str]:
@@ -321,11 +322,11 @@ def _shrink(stats: Mapping[str, Any] | None, original: Schedule, minimal: Schedu
         lines += ["", "| pass | " + " | ".join(columns) + " |", "|:--|" + "--:|" * len(columns)]
         for p in passes:
             cells = [_number(p.get(c, "")) for c in columns]
-            lines.append(f"| {_cell(p.get('name', '?'))} | " + " | ".join(cells) + " |")
+            lines.append(f"| {markdown_cell(p.get('name', '?'))} | " + " | ".join(cells) + " |")
     rest = [(k, v) for k, v in stats.items() if k != "passes" and not isinstance(v, dict | list)]
     if rest:
         lines.append("")
-        lines += [f"- {_cell(k)}: {_number(v)}" for k, v in rest]
+        lines += [f"- {markdown_cell(k)}: {_number(v)}" for k, v in rest]
     return lines
 
 
@@ -368,7 +369,7 @@ def render(bundle_dir: Path) -> str:
     if not confirmed(k, n):
         shrunk = f"NOT REPRODUCED by its confirmation replays, {shrunk}"
     rate = f"{k} of {n} replays" + (f" ({100 * k / n:.0f}%)" if n else "")
-    title = f"{finding.kind} in `{finding.op}`: {_cell(finding.message)}"
+    title = f"{finding.kind} in `{finding.op}`: {markdown_cell(finding.message)}"
     if finding.misuse:
         title = f"API misuse (outside ORT's contract, not an EP bug): {title}"
     verdict = f"reproduced {k}/{n}" if confirmed(k, n) else f"NOT REPRODUCED ({k}/{n})"
@@ -379,8 +380,8 @@ def render(bundle_dir: Path) -> str:
         f"| op | {_code(finding.op)} |",
         f"| profiles | {', '.join(_code(p) for p in finding.profiles) or '-'} |",
         f"| message (normalised) | {_code(finding.message)} |",
-        f"| origin | {ORIGIN.get(finding.origin, _cell(finding.origin))} |",
-        *([f"| API misuse | {_cell(finding.misuse)} |"] if finding.misuse else []),
+        f"| origin | {ORIGIN.get(finding.origin, markdown_cell(finding.origin))} |",
+        *([f"| API misuse | {markdown_cell(finding.misuse)} |"] if finding.misuse else []),
         f"| reproduced | {rate} of the minimal schedule |",
         f"| target | {_code(meta['target_spec'])} |",
         f"| found | {meta['created']} |",
@@ -408,7 +409,7 @@ def render(bundle_dir: Path) -> str:
     if run.trace:
         out += ["", *_trace(run)]
     out += ["", *_shrink(meta.get("shrink"), original, minimal), "", "## Environment", ""]
-    out += [f"- {_cell(line)}" for line in envinfo.summary(env)]
+    out += [f"- {markdown_cell(line)}" for line in envinfo.summary(env)]
     out += ["", "Everything else is in env.json."]
     out += ["", "## Files", ""]
     out += [

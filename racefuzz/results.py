@@ -7,23 +7,15 @@ reads a previous campaign folder back for `--resume` (its signatures and corpus)
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from racefuzz.atomic_file import write_text
 from racefuzz.campaign_state import CampaignState, FindingRecord
 from racefuzz.console import ORIGIN_LABEL
+from racefuzz.report import markdown_cell
 from racefuzz.schedule import Schedule, ScheduleError, load
-
-
-def _write(path: Path, text: str) -> None:
-    """Complete at every moment: a temp file in the same folder, then a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
@@ -57,10 +49,10 @@ def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: P
         "internal_errors": state.internal_errors,
         "findings": [_record_json(r, root) for r in records] + earlier,
     }
-    _write(root / "findings.json", json.dumps(payload, indent=1) + "\n")
-    _write(root / "summary.md", summary_markdown(state, root, header, records))
+    write_text(root / "findings.json", json.dumps(payload, indent=1) + "\n")
+    write_text(root / "summary.md", summary_markdown(state, root, header, records))
     if junit is not None:
-        _write(junit, junit_xml(state, records, str(header.get("target", ""))))
+        write_text(junit, junit_xml(state, records, str(header.get("target", ""))))
 
 
 def _cluster_of(entry: dict[str, Any]) -> str:
@@ -121,8 +113,9 @@ def summary_markdown(
             where = str((r.bundle or r.original).relative_to(root))
             origin = ORIGIN_LABEL.get(f.origin, f.origin) or "unclassified"
             lines.append(
-                f"| {f.kind} | {f.op} | {_cell(f.message)} | {origin} | {r.count} "
-                f"| {len(r.signatures)} | {r.first_seen_s:.1f} s | `{where}` | {_cell(r.state)} |"
+                f"| {f.kind} | {f.op} | {markdown_cell(f.message)} | {origin} | {r.count} "
+                f"| {len(r.signatures)} | {r.first_seen_s:.1f} s | `{where}` "
+                f"| {markdown_cell(r.state)} |"
             )
         lines.append("")
     if not records:
@@ -147,10 +140,6 @@ def summary_markdown(
         "",
     ]
     return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "/").replace("\n", " ")
 
 
 def junit_xml(state: CampaignState, records: list[FindingRecord], target: str) -> str:

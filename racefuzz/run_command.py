@@ -215,7 +215,6 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         step_timeout=args.step_timeout,
         max_rss_mb=args.max_rss_mb,
         shrink=not args.no_shrink,
-        shrink_budget_s=args.shrink_budget,
         max_steps=args.max_steps,
         zygote=not args.spawn,
         lifecycle=not args.no_lifecycle,

@@ -18,15 +18,14 @@ that turns crashes and hangs into `RunResult`s (the executor guarantees that), a
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from racefuzz import contract
+from racefuzz.atomic_file import write_text
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import Op, Schedule, ScheduleError, dumps, problems
 from racefuzz.shrink_passes import PASSES, delete_steps, without
@@ -430,14 +429,4 @@ class _Shrinker:
     def _save_best(self) -> None:
         if self.best_path is None:
             return
-        # A temporary file beside the target, then an atomic replace: a reader (or a crash of
-        # racefuzz itself) never sees a half-written schedule.
-        folder = self.best_path.parent
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.best_path.name}.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(dumps(self.current))
-            os.replace(tmp, self.best_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text(self.best_path, dumps(self.current))  # never seen half-written

@@ -43,7 +43,9 @@ class ZygoteLauncher:
         if self._proc is None or self._proc.poll() is not None:
             if self._proc is not None:
                 track(self._proc.pid, False)  # it died: its pid may be reused by anyone
-            self._proc = subprocess.Popen(
+            if self._closed:
+                raise LauncherClosed("this job slot has ended")
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "racefuzz.worker.zygote"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -51,7 +53,12 @@ class ZygoteLauncher:
                 bufsize=1,
                 start_new_session=True,
             )
-            track(self._proc.pid, True)  # killed with the workers if its slot is abandoned
+            track(proc.pid, True)  # killed with the workers if its slot is abandoned
+            if self._closed:  # closed while it started: `close` did not see it
+                kill_tree(proc.pid)
+                track(proc.pid, False)
+                raise LauncherClosed("this job slot has ended")
+            self._proc = proc
         return self._proc
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -49,6 +50,10 @@ def test_a_short_campaign_on_a_clean_ep_finds_nothing_and_exits_0(
     data = json.loads((folder / "findings.json").read_text())
     assert data["findings"] == [] and data["schedules"] > 10
     assert "Nothing found." in (folder / "summary.md").read_text()
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("summary.md", "findings.json"):  # the user's usual permissions, not 0600
+        assert (folder / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
     assert 'failures="0"' in (tmp_path / "junit.xml").read_text()
 
 

@@ -40,3 +40,25 @@ def test_doctor_on_ort_s_own_cpu_ep_needs_no_library() -> None:
     proc = doctor("cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "CPUExecutionProvider" in proc.stdout
+
+
+def test_doctor_says_skipped_not_ok_for_the_steps_after_a_failed_create(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "racefuzz.toml"
+    # The testbed's device is a GPU: asking for an NPU makes every create fail.
+    config.write_text(
+        '[targets.npu]\nmodels = ["tiny"]\n'
+        f'[targets.npu.libraries]\ntb = "{testbed_library}"\n'
+        '[targets.npu.profiles.p]\nlibrary = "tb"\nep = "RacefuzzTestbed"\ndevice = "npu"\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "racefuzz", "doctor", "--target", "npu", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (row,) = [line for line in proc.stdout.splitlines() if line.startswith("│ p ")]
+    assert "error" in row and row.count("skipped") == 2 and " ok " not in row, row
