@@ -29,7 +29,8 @@ from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
 from racefuzz.repro_script import libraries_registered, repro_source
 from racefuzz.schedule import Schedule, dumps, from_json_obj, loads, to_json_obj
 from racefuzz.shrink import confirmed
-from racefuzz.target import Target
+from racefuzz.target import Target, is_builtin
+from racefuzz.target_toml import target_toml
 
 BUNDLE_VERSION = 1
 REPLAYS_SUGGESTED = 20
@@ -131,6 +132,9 @@ def write_bundle(
         "target": target.to_json(),
         "shrink": None if shrink_stats is None else dict(shrink_stats),
     }
+    if not is_builtin(target_spec):  # a racefuzz.toml target: the bundle carries its table
+        (folder / "racefuzz.toml").write_text(target_toml(target), encoding="utf-8")
+        meta["config"] = "racefuzz.toml"
     _write_json(folder / "bundle.json", meta)
     env = envinfo.collect(target)
     _write_json(folder / "env.json", env)
@@ -332,7 +336,8 @@ def _shrink(stats: Mapping[str, Any] | None, original: Schedule, minimal: Schedu
 
 def _commands(meta: Mapping[str, Any], minimal: Schedule) -> list[str]:
     target = Target.from_json(meta["target"])
-    replay = f"racefuzz replay schedule.json --target {shlex.quote(meta['target_spec'])}"
+    config = f" --config {meta['config']}" if meta.get("config") else ""
+    replay = f"racefuzz replay schedule.json{config} --target {shlex.quote(meta['target_spec'])}"
     names = libraries_registered(minimal, target)
     paths = {lib.name: str(lib.path) for lib in target.libraries}
     if len(names) == 1:

@@ -234,13 +234,17 @@ def describe(target: Target) -> str:
     return "\n".join(lines)
 
 
+def is_builtin(spec: str) -> bool:
+    return spec.partition(":")[0] in BUILTIN_TARGETS
+
+
 def load_target(spec: str, config: Path | None = None) -> Target:
     """A built-in target by name, else the `[targets.<spec>]` table of the config."""
     from racefuzz import builtin_targets  # it imports this module
 
     if config is not None and not config.is_file():
         raise RacefuzzError(f"cannot read config '{config}': no such file")
-    if spec.partition(":")[0] in BUILTIN_TARGETS:
+    if is_builtin(spec):
         return builtin_targets.load(spec)
     path = config if config is not None else Path(DEFAULT_CONFIG)
     if config is None and not path.is_file():
@@ -248,7 +252,7 @@ def load_target(spec: str, config: Path | None = None) -> Target:
     reader = _Reader(path)
     targets = reader.targets()
     for name in targets:
-        if name.partition(":")[0] in BUILTIN_TARGETS:
+        if is_builtin(name):
             reader.fail(f"targets.{name}", f"'{name}' is a built-in target; pick another name")
     if spec not in targets:
         defined = ", ".join(targets) or "none"

@@ -21,7 +21,7 @@ from racefuzz.builtin_targets import nxrt_cpu_target
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Op, Schedule, Step, load
-from racefuzz.target import Profile, Target
+from racefuzz.target import Profile, Target, load_target
 
 GHOST = Profile("ghost", None, "NoSuchEP", {})
 CPU = Profile("cpu", None, "CPUExecutionProvider", {})
@@ -79,12 +79,14 @@ def test_a_bundle_holds_every_file_of_the_layout(bundle: Path) -> None:
         "finding.json",
         "logs/stderr.txt",
         "original.json",
+        "racefuzz.toml",  # a config-defined target: the bundle carries its table
         "report.md",
         "repro.py",
         "schedule.json",
     ]
     assert load(bundle / "schedule.json") == MINIMAL
     assert load(bundle / "original.json") == ORIGINAL
+    assert load_target("ghost-cpu", bundle / "racefuzz.toml") == TARGET
 
 
 def test_the_folder_is_named_by_date_and_signature_slug(
@@ -136,7 +138,8 @@ def test_the_report_shows_shrink_statistics_and_the_environment(bundle: Path) ->
 def test_the_report_ends_with_the_commands_that_replay_it(bundle: Path) -> None:
     text = (bundle / "report.md").read_text()
     assert text.endswith(
-        "```sh\nracefuzz replay schedule.json --target ghost-cpu --times 20\npython repro.py\n```\n"
+        "```sh\nracefuzz replay schedule.json --config racefuzz.toml --target ghost-cpu --times 20"
+        "\npython repro.py\n```\n"
     )
 
 
@@ -192,7 +195,7 @@ def test_the_seed_of_the_failing_run_reaches_the_commands_and_repro(
         tmp_path, finding, MINIMAL, MINIMAL, run, TARGET, "ghost-cpu", (1, 1), seed=7
     )
     text = (folder / "report.md").read_text()
-    assert "racefuzz replay schedule.json --target ghost-cpu --times 20 --seed 7\n" in text
+    assert "schedule.json --config racefuzz.toml --target ghost-cpu --times 20 --seed 7\n" in text
     assert "\nSEED = 7\n" in (folder / "repro.py").read_text()
 
 

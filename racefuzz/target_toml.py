@@ -1,0 +1,62 @@
+"""A target as a `racefuzz.toml` table, so that a bundle of a config-defined target replays with
+`racefuzz replay schedule.json --config racefuzz.toml --target NAME` on its own.
+
+Written from the resolved `Target` (absolute library and model paths), not copied from the
+user's file, whose relative paths would not survive the move into the bundle. `load_target`
+reads it back to an equal target.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from racefuzz.target import Target
+
+
+def _str(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid TOML basic string
+
+
+def _table(values: Mapping[str, object]) -> str:
+    cells = ", ".join(f"{_str(k)} = {_value(v)}" for k, v in values.items())
+    return "{ " + cells + " }" if cells else "{}"
+
+
+def _value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return _str(str(v))
+
+
+def target_toml(target: Target) -> str:
+    head = f"targets.{_str(target.name)}"
+    lines = [
+        "# Written by racefuzz from the target this bundle was found on.",
+        f"[{head}]",
+        f"description = {_str(target.description)}",
+        f"models = [{', '.join(_str(m) for m in target.models)}]",
+        f"env = {_table(target.env)}",
+        f"trace = {_value(target.trace)}",
+        "",
+        f"[{head}.libraries]",
+        *(f"{_str(lib.name)} = {_str(str(lib.path))}" for lib in target.libraries),
+    ]
+    for p in target.profiles:
+        lines += ["", f"[{head}.profiles.{_str(p.name)}]", f"ep = {_str(p.ep_name)}"]
+        if p.library is not None:
+            lines.append(f"library = {_str(p.library)}")
+        if p.device_type is not None:
+            lines.append(f"device = {_str(p.device_type)}")
+        if p.vendor_id is not None:
+            lines.append(f"vendor_id = {p.vendor_id}")
+        if p.intra_op_threads is not None:
+            lines.append(f"intra_op_threads = {p.intra_op_threads}")
+        lines.append(f"options = {_table(p.provider_options)}")
+        lines.append(f"session_config = {_table(p.session_config)}")
+    if target.aliases:
+        lines += ["", f"[{head}.aliases]"]
+        lines += [f"{_str(k)} = {_str(v)}" for k, v in target.aliases.items()]
+    return "\n".join(lines) + "\n"

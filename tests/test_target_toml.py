@@ -1,0 +1,38 @@
+"""A config-defined target written as TOML reads back to the same target (what bundles carry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from racefuzz.target import Library, Profile, Target, load_target
+from racefuzz.target_toml import target_toml
+
+
+def test_every_field_survives_the_round_trip(tmp_path: Path) -> None:
+    library = tmp_path / "libep.so"
+    library.write_bytes(b"")
+    gpu = Profile(
+        "dml-gpu",
+        "ep",
+        "AmdGpuExecutionProvider",
+        {"backend": "dml", "device_id": "0"},
+        device_type="gpu",
+        vendor_id=0x1002,
+        intra_op_threads=1,
+        session_config={"session.disable_cpu_ep_fallback": "1"},
+    )
+    cpu = Profile("cpu", None, "CPUExecutionProvider", {})
+    target = Target(
+        "my-ep",
+        (Library("ep", library),),
+        (gpu, cpu),
+        ("tiny", "mlp"),
+        env={"EP_LOG": "0"},
+        aliases={"dml": "dml-gpu", "mgx": "cpu"},
+        description='an EP "under test"',
+    )
+    config = tmp_path / "bundle" / "racefuzz.toml"
+    config.parent.mkdir()
+    config.write_text(target_toml(target))
+    again = load_target("my-ep", config)
+    assert again == target and again.description == target.description
