@@ -265,7 +265,6 @@ class Campaign:
         st = self.state
         st.schedules += 1
         st.steps += len(result.outcomes)
-        st.run_seconds += result.seconds
         st.worker_rss_mb = max(st.worker_rss_mb, result.peak_rss_mb)
         st.crashes += result.exit is Exit.CRASH
         st.hangs += result.exit is Exit.HANG

@@ -35,13 +35,16 @@ class FindingRecord:
     smallest_result: RunResult  # a failing run of `smallest`
     smallest_path: Path
     state: str = "new"  # new | shrinking | shrunk (k/n) | not reproduced (k/n) | ...
-    minimal_steps: int | None = None
-    minimal: Schedule | None = None
+    minimal: Schedule | None = None  # the shrunk schedule, once it reproduced
     reproduction: tuple[int, int] | None = None
     bundle: Path | None = None
     signatures: set[str] = field(default_factory=set)
     known: bool = False  # listed in the known-issues file
     duplicate_of: str | None = None  # the cluster whose minimal schedule this one shares
+
+    @property
+    def minimal_steps(self) -> int | None:
+        return None if self.minimal is None else len(self.minimal.steps)
 
     @property
     def cluster(self) -> str:
@@ -83,7 +86,6 @@ class CampaignState:
     busy: int = 0
     worker_rss_mb: float = 0.0
     campaign_rss_mb: float = 0.0
-    run_seconds: float = 0.0  # summed over fuzzing runs: the measured cost of one run
     interrupted: bool = False
     interrupted_by: str = ""  # e.g. "Ctrl-C" or "SIGTERM"
     done: bool = False
@@ -96,9 +98,6 @@ class CampaignState:
 
     def rate(self) -> float:
         return self.schedules / max(self.elapsed(), 1e-9)
-
-    def mean_run_s(self) -> float:
-        return self.run_seconds / self.schedules if self.schedules else 0.0
 
     def by_verdict(self, verdict: str) -> list[FindingRecord]:
         records = sorted(self.findings.values(), key=lambda r: r.first_seen_s)

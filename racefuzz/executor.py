@@ -218,8 +218,6 @@ def run(
         trace: tuple[dict[str, Any], ...] = ()
         if trace_path is not None and trace_path.exists():
             trace = tuple(_read_jsonl(trace_path))
-    if result.exit is Exit.INTERNAL:
-        raise InternalError(f"the worker's own code failed:\n{result.internal}")
     if result.exit is Exit.CRASH and result.returncode == INTERNAL_EXIT and not result.outcomes:
         # The worker died of its own failure before it could even report one.
         raise InternalError(f"the worker exited {INTERNAL_EXIT} before any step:\n{stderr[-4000:]}")
@@ -306,8 +304,8 @@ def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: 
         kill_tree(launched.pid)
         returncode = launched.wait(10)
     if internal:
-        exit_kind = Exit.INTERNAL
-    elif exit_kind is None:
+        raise InternalError(f"the worker's own code failed:\n{internal}")
+    if exit_kind is None:
         exit_kind = Exit.CLEAN if ended and returncode == 0 else Exit.CRASH
     return RunResult(
         schedule=schedule,
@@ -318,5 +316,4 @@ def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: 
         in_flight=tuple(sorted(in_flight)),
         seconds=time.monotonic() - t0,
         peak_rss_mb=round(peak_rss, 1),
-        internal=internal,
     )

@@ -30,7 +30,6 @@ class Exit(StrEnum):
     CRASH = "crash"  # died by a signal or an abnormal exit code
     HANG = "hang"  # no progress within the step timeout; killed
     LEAK = "leak"  # the worker's memory passed the limit; killed
-    INTERNAL = "internal"  # racefuzz's own code failed in the worker: a racefuzz bug, no finding
 
 
 @dataclass(frozen=True)
@@ -109,7 +108,6 @@ class RunResult:
     trace: tuple[dict[str, Any], ...] = ()  # testbed trace lines, when tracing was on
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
-    internal: str = ""  # racefuzz's own traceback when exit is INTERNAL
     findings: tuple[Finding, ...] = field(default=())
 
     @property

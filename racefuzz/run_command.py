@@ -176,7 +176,6 @@ def make_shrink_hook(
         record.bundle = bundle
         if result.confirmed:
             record.minimal = result.final
-            record.minimal_steps = len(result.final.steps)
             record.state = f"shrunk, reproduced {k}/{n}"
         else:
             record.state = f"not reproduced ({k}/{n})"

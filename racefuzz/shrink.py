@@ -306,7 +306,7 @@ class _Shrinker:
         stopped, one_minimal, reproduction = "done", False, (0, 0)
         try:
             tries = max(self.check[1], self.confirm_replays)
-            if self._fails_before_deadline(self.original, tries):
+            if self._fails(self.original, 1, tries, keep_reserve=False):
                 self.last_failure = self.hit
                 stopped, one_minimal = self._search_and_verify()
             else:
@@ -363,37 +363,34 @@ class _Shrinker:
             if self.current == before:
                 return
 
-    def _fails(self, candidate: Schedule, need: int, replays: int) -> bool:
+    def _fails(
+        self, candidate: Schedule, need: int, replays: int, keep_reserve: bool = True
+    ) -> bool:
         """True once `need` of up to `replays` runs showed the signature; stops as soon as the
         answer is known either way."""
         hits = 0
         for done in range(replays):
             if hits >= need or hits + replays - done < need:
                 break
-            result = self._call(candidate, within_budget=True)
+            result = self._call(candidate, keep_reserve)
             if self._shows(result):
                 hits += 1
                 self.hit = result
         return hits >= need
 
-    def _fails_before_deadline(self, candidate: Schedule, replays: int) -> bool:
-        """Whether any of up to `replays` runs fails, none started after the deadline."""
-        for _ in range(replays):
-            if time.monotonic() >= self.deadline:
-                raise _Stop
-            result = self._call(candidate, within_budget=False)
-            if self._shows(result):
-                self.hit = result
-                return True
-        return False
-
     def _shows(self, result: RunResult) -> bool:
         return any(self.signature in (f.cluster, f.signature) for f in result.findings)
 
-    def _call(self, schedule: Schedule, within_budget: bool) -> RunResult:
-        if within_budget:
+    def _call(self, schedule: Schedule, keep_reserve: bool) -> RunResult:
+        """One run; `_Stop` instead once the deadline has passed (so a shrink ends at most one
+        run late) or, with `keep_reserve`, once the time left, at the mean run time so far, no
+        longer holds this run and the confirmation replays."""
+        now = time.monotonic()
+        if now >= self.deadline:
+            raise _Stop
+        if keep_reserve:
             mean = self.run_seconds / self.calls if self.calls else 0.0
-            if time.monotonic() + mean * (1 + self.confirm_replays) > self.deadline:
+            if now + mean * (1 + self.confirm_replays) > self.deadline:
                 raise _Stop
         t0 = time.monotonic()
         result = self._run(schedule)
@@ -406,8 +403,11 @@ class _Shrinker:
         search left time for them at the mean run time; a slower run may eat into it)."""
         self.phase = "reproduce"
         hits = done = 0
-        while done < self.confirm_replays and time.monotonic() < self.deadline:
-            result = self._call(self.current, within_budget=False)
+        while done < self.confirm_replays:
+            try:
+                result = self._call(self.current, keep_reserve=False)
+            except _Stop:
+                break
             done += 1
             if self._shows(result):
                 hits += 1
