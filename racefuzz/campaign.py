@@ -18,21 +18,24 @@ The campaign publishes what happens (`CampaignState`, log lines) and never reads
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import heapq
 import itertools
 import time
 import traceback
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import trio
 
-from racefuzz import executor, strategies
+from racefuzz import campaign_store, executor, strategies
 from racefuzz.atomic_file import write_text
 from racefuzz.baseline import Baselines
 from racefuzz.campaign_state import CampaignState, FindingRecord
+from racefuzz.disk_reserve import Reserve
 from racefuzz.errors import InternalError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import Exit, Finding, RunResult
@@ -87,6 +90,11 @@ def space_for(
     )
 
 
+# The output folder failing, not racefuzz: the campaign stops and writes what it can.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES})
+
+PERSIST_TICKS = 10  # of the half-second monitor: findings.json is rewritten every 5 s
+
 ShrinkHook = Callable[[FindingRecord, Schedule, RunResult, "Launcher | None"], None]
 Task = Callable[["Launcher | None"], None]
 
@@ -99,7 +107,7 @@ class Campaign:
         out_dir: Path,
         baselines: Baselines | None = None,
         shrink_hook: ShrinkHook | None = None,
-        known: Collection[str] = (),
+        restored: Sequence[FindingRecord] = (),
         stop_when: Callable[[Finding], bool] | None = None,
     ) -> None:
         self.target = target
@@ -117,7 +125,15 @@ class Campaign:
         )
         self.baselines = baselines
         self.shrink_hook = shrink_hook
-        self.known = set(known)  # clusters found by an earlier run this one resumes
+        # What to do whenever the folder's durable state changed (`campaign_store`): the
+        # caller rewrites findings.json, so a SIGKILL loses at most seconds of counters.
+        self.persist: Callable[[], None] | None = None
+        self.write_error = ""  # set when the output folder refused a write (a full disk)
+        self.reserve: Reserve | None = None  # room kept for the summary after a full disk
+        self._restored = list(restored)
+        for rec in self._restored:  # an earlier run's clusters, as it left them
+            rec.known = rec.cluster in config.known_issues
+            self.state.findings[rec.cluster] = rec
         self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
         self._cancel: trio.CancelScope | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -158,6 +174,10 @@ class Campaign:
     async def run(self) -> CampaignState:
         self._token = trio.lowlevel.current_trio_token()
         self._ends_at = time.monotonic() + self.config.seconds
+        for rec in self._restored:  # shrinks the resumed run did not finish, from its best
+            if campaign_store.needs_shrinking(rec):
+                self._queue_shrink(rec, functools.partial(campaign_store.best_so_far, rec))
+        self._persist()
         try:
             with trio.move_on_after(self.config.seconds) as scope:
                 self._cancel = scope
@@ -169,16 +189,19 @@ class Campaign:
                         nursery.start_soon(self._job, slot)
         finally:
             executor.kill_all()  # every worker, those of abandoned tasks too (a hung EP's)
+            stopped = self.state.interrupted or bool(self.write_error)
             for rec in self.state.findings.values():
-                if rec.state in ("new", "shrinking"):
-                    rec.state = "not shrunk (time is up)"
+                if rec.state in ("new", "shrinking", "not shrunk (interrupted)"):
+                    rec.state = "not shrunk (interrupted)" if stopped else "not shrunk (time is up)"
             self.state.done = True
         return self.state
 
     async def _monitor(self) -> None:
         me = psutil.Process()
-        while True:
+        for tick in itertools.count(1):
             self.state.campaign_rss_mb = me.memory_info().rss / 2**20
+            if tick % PERSIST_TICKS == 0:
+                self._persist()  # counters too, so a SIGKILL loses seconds, not the run
             await trio.sleep(0.5)
 
     async def _job(self, slot: int) -> None:
@@ -205,14 +228,17 @@ class Campaign:
                 self._task_slots += 1
                 t0 = time.monotonic()
                 try:
-                    failure = await trio.to_thread.run_sync(
+                    failure, error = await trio.to_thread.run_sync(
                         self._guarded, task, launcher, abandon_on_cancel=True
                     )
-                    if failure:
+                    if isinstance(error, OSError) and self._output_failed(error):
+                        pass  # e.g. a bundle on a full disk: the cluster stays unshrunk
+                    elif failure:
                         self.internal_error(f"in a task ({label}):\n{failure}")
                 finally:
                     self._task_slots -= 1
                     self._task_s += time.monotonic() - t0
+                self._persist()
                 continue
             schedule = self.strategy.next_schedule()
             if schedule is None:
@@ -233,15 +259,16 @@ class Campaign:
             self._record(result, str(source))
 
     @staticmethod
-    def _guarded(task: Task, launcher: Launcher | None) -> str:
-        """Run a task; its own exception is a bug in racefuzz: its traceback, never a finding."""
+    def _guarded(task: Task, launcher: Launcher | None) -> tuple[str, Exception | None]:
+        """Run a task; its own exception is a bug in racefuzz (its traceback, never a finding)
+        unless it is the output folder failing."""
         try:
             task(launcher)
         except LauncherClosed:
             pass  # the slot ended (deadline or Ctrl-C) while the task ran
-        except Exception:
-            return traceback.format_exc()
-        return ""
+        except Exception as e:
+            return traceback.format_exc(), e
+        return "", None
 
     def internal_error(self, text: str) -> None:
         """Keep racefuzz's own traceback and stop: results of a broken tool are not trusted."""
@@ -268,6 +295,12 @@ class Campaign:
         st.worker_rss_mb = max(st.worker_rss_mb, result.peak_rss_mb)
         st.crashes += result.exit is Exit.CRASH
         st.hangs += result.exit is Exit.HANG
+        if result.exit is Exit.KILLED:
+            st.killed += 1
+            self.note(
+                f"a worker was killed from outside racefuzz ({result.signal}): not a finding; "
+                "if this repeats, look for the OOM killer (dmesg)"
+            )
         counters = st.by_strategy.setdefault(source, {"schedules": 0, "new": 0})
         counters["schedules"] += 1
         self.strategy.observe(result)
@@ -278,8 +311,8 @@ class Campaign:
         for f in result.findings:
             rec = st.findings.get(f.cluster)
             if rec is not None:
-                if rec.add_member(f, result):
-                    write_text(rec.smallest_path, dumps(result.schedule))  # shrinking starts here
+                if rec.add_member(f, result):  # shrinking starts from the smallest member
+                    self._writing(functools.partial(self._save_smallest, rec))
                 continue
             if visible and f.kind == "misroute":
                 continue
@@ -290,9 +323,7 @@ class Campaign:
                 self._cancel_now()
 
     def _new_finding(self, finding: Finding, result: RunResult) -> None:
-        # On disk first: whatever happens next (a baseline crash, Ctrl-C), this is kept.
         path = self._unique_path(self.out_dir / "findings", finding.slug)
-        save(result.schedule, path, exclusive=True)
         rec = FindingRecord(
             finding,
             1,
@@ -305,13 +336,11 @@ class Campaign:
             known=finding.cluster in self.config.known_issues,
         )
         self.state.findings[finding.cluster] = rec
+        # On disk first: whatever happens next (a baseline crash, Ctrl-C, SIGKILL), this is kept.
+        self._writing(functools.partial(self._save_new, rec, result))
         label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")
-        if finding.cluster in self.known:
-            label += " (known from the resumed run)"
         self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{label}")
-        corpus = self._unique_path(self.out_dir / "corpus", finding.slug)
-        save(result.schedule, corpus, exclusive=True)
-        baselines, hook = self.baselines, self.shrink_hook
+        baselines = self.baselines
         rank = 1 if finding.kind == "misroute" else 0
         if baselines is not None and finding.step is not None and not finding.misuse:
 
@@ -322,34 +351,69 @@ class Campaign:
                 rec.finding = baselines.classify(result.schedule, rec.finding, run)
 
             self._add_task(rank, f"baseline of {finding.kind} on {finding.op}", classify)
-        if finding.cluster in self.known:
-            rec.state = "known from the resumed run"  # shrunk (or not) by that run
-        elif rec.known:
+        self._queue_shrink(rec, lambda: rec.smallest)
+        self._persist()
+
+    def _save_new(self, rec: FindingRecord, result: RunResult) -> None:
+        save(result.schedule, rec.original, exclusive=True)
+        campaign_store.save_run(rec.run_path, result)
+        save(result.schedule, self._unique_path(self.out_dir / "corpus", rec.finding.slug), True)
+
+    @staticmethod
+    def _save_smallest(rec: FindingRecord) -> None:
+        if rec.smallest_result is not None:
+            campaign_store.save_run(rec.run_path, rec.smallest_result)
+        write_text(rec.smallest_path, dumps(rec.smallest))
+
+    def _queue_shrink(self, rec: FindingRecord, start: Callable[[], Schedule]) -> None:
+        """Shrink a cluster from `start()` (its smallest member, or a restored shrink's best so
+        far) in a job slot; known issues are listed, not shrunk."""
+        hook = self.shrink_hook
+        if rec.known:
             rec.state = "known issue (not shrunk)"
-        elif self.config.shrink and hook is not None:
-
-            def shrink(launcher: Launcher | None) -> None:
-                rec.state = "shrinking"
-                # The smallest member seen by now, not necessarily the first.
-                hook(rec, rec.smallest, rec.smallest_result, launcher)
-                self._mark_duplicate(rec)
-
-            self._add_task(2 + rank, f"shrinking {finding.kind} on {finding.op}", shrink)
-
-    def _mark_duplicate(self, rec: FindingRecord) -> None:
-        """Two clusters that shrank to one minimal schedule are one bug: the one shrunk first
-        stays, the other is marked its duplicate."""
-        if rec.minimal is None:
             return
-        mine = _story(rec.minimal)
-        for other in self.state.findings.values():
-            if other is rec or other.minimal is None or other.duplicate_of is not None:
-                continue
-            same_kind = bool(other.finding.misuse) == bool(rec.finding.misuse)
-            if same_kind and _story(other.minimal) & mine:
-                rec.duplicate_of = other.cluster
-                rec.state += f", same minimal schedule as '{other.cluster}'"
-                return
+        if not self.config.shrink or hook is None or rec.smallest_result is None:
+            return
+
+        def shrink(launcher: Launcher | None) -> None:
+            rec.state = "shrinking"
+            assert rec.smallest_result is not None
+            hook(rec, start(), rec.smallest_result, launcher)
+            self.state.mark_duplicate(rec)
+
+        rank = 1 if rec.finding.kind == "misroute" else 0
+        self._add_task(2 + rank, f"shrinking {rec.finding.kind} on {rec.finding.op}", shrink)
+
+    # --- the output folder ------------------------------------------------------------
+
+    def _persist(self) -> None:
+        if self.persist is not None and not self.write_error:
+            self._writing(self.persist)
+
+    def _writing(self, write: Callable[[], None]) -> None:
+        """Write to the output folder; a full (or failing) disk stops the campaign, and the
+        write is tried once more in the room the reserve file held (`disk_reserve`)."""
+        try:
+            write()
+        except OSError as e:
+            if not self._output_failed(e):
+                raise
+            try:
+                write()
+            except OSError:
+                self.note(f"could not write under {self.out_dir} even after freeing the reserve")
+
+    def _output_failed(self, error: OSError) -> bool:
+        """True (and the campaign stops) when `error` is the output folder failing."""
+        if error.errno not in OUTPUT_ERRNOS:
+            return False
+        if not self.write_error:
+            self.write_error = f"{error.strerror or error}"
+            self.note(f"cannot write under {self.out_dir}: {self.write_error}; stopping")
+            if self.reserve is not None:
+                self.reserve.release()
+            self._cancel_now()
+        return True
 
     def _add_task(self, priority: int, label: str, task: Task) -> None:
         self._task_order += 1
@@ -362,20 +426,3 @@ class Campaign:
             if not p.exists():
                 return p
         raise RuntimeError(f"no free file name for {stem} in {folder}")
-
-
-def _story(schedule: Schedule) -> set[str]:
-    """A minimal schedule in every renaming of its profiles onto each other (for two
-    profiles, as written and swapped). Two clusters whose minimal schedules differ only in which
-    profile plays which role are one bug seen from both sides, e.g. a copy misrouted from
-    backend A to B and from B to A."""
-    names = sorted(schedule.profiles())
-    out = set()
-    for order in itertools.permutations(names):
-        rename = dict(zip(names, order, strict=True))
-        steps = [
-            replace(s, profile=rename.get(s.profile or "")) if s.profile else s
-            for s in schedule.steps
-        ]
-        out.add(dumps(Schedule(schedule.threads, tuple(steps))))
-    return out

@@ -14,13 +14,14 @@ stays flat however long it runs.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Schedule
+from racefuzz.schedule import Schedule, dumps
 
 MAX_SIGNATURES_KEPT = 200  # per cluster: enough to count variants, bounded memory
 
@@ -32,7 +33,7 @@ class FindingRecord:
     first_seen_s: float
     original: Path  # the first schedule of the cluster, on disk from the moment it was seen
     smallest: Schedule  # the cluster's smallest member so far
-    smallest_result: RunResult  # a failing run of `smallest`
+    smallest_result: RunResult | None  # a failing run of `smallest` (None: lost, not shrinkable)
     smallest_path: Path
     state: str = "new"  # new | shrinking | shrunk (k/n) | not reproduced (k/n) | ...
     minimal: Schedule | None = None  # the shrunk schedule, once it reproduced
@@ -41,6 +42,16 @@ class FindingRecord:
     signatures: set[str] = field(default_factory=set)
     known: bool = False  # listed in the known-issues file
     duplicate_of: str | None = None  # the cluster whose minimal schedule this one shares
+    earlier_signatures: int = 0  # counted by the run this one resumed
+
+    @property
+    def signature_count(self) -> int:
+        return self.earlier_signatures + len(self.signatures)
+
+    @property
+    def run_path(self) -> Path:
+        """Where the failing run of `smallest` is kept, for shrinking after a resume."""
+        return self.original.with_suffix(".run.json")
 
     @property
     def minimal_steps(self) -> int | None:
@@ -81,6 +92,7 @@ class CampaignState:
     steps: int = 0
     crashes: int = 0
     hangs: int = 0
+    killed: int = 0  # workers killed from outside: no finding, only counted
     findings: dict[str, FindingRecord] = field(default_factory=dict)  # by cluster
     by_strategy: dict[str, dict[str, int]] = field(default_factory=dict)
     busy: int = 0
@@ -100,7 +112,7 @@ class CampaignState:
         return self.schedules / max(self.elapsed(), 1e-9)
 
     def by_verdict(self, verdict: str) -> list[FindingRecord]:
-        records = sorted(self.findings.values(), key=lambda r: r.first_seen_s)
+        records = sorted(list(self.findings.values()), key=lambda r: r.first_seen_s)
         return [r for r in records if r.verdict == verdict]
 
     def failing(self) -> list[FindingRecord]:
@@ -115,3 +127,35 @@ class CampaignState:
             if v == "new" or self.by_verdict(v)
         ]
         return ", ".join(parts)
+
+    def mark_duplicate(self, rec: FindingRecord) -> None:
+        """Two clusters that shrank to one minimal schedule are one bug: the one shrunk first
+        stays, the other is marked its duplicate."""
+        if rec.minimal is None:
+            return
+        mine = _story(rec.minimal)
+        for other in list(self.findings.values()):
+            if other is rec or other.minimal is None or other.duplicate_of is not None:
+                continue
+            same_kind = bool(other.finding.misuse) == bool(rec.finding.misuse)
+            if same_kind and _story(other.minimal) & mine:
+                rec.duplicate_of = other.cluster
+                rec.state += f", same minimal schedule as '{other.cluster}'"
+                return
+
+
+def _story(schedule: Schedule) -> set[str]:
+    """A minimal schedule in every renaming of its profiles onto each other (for two
+    profiles, as written and swapped). Two clusters whose minimal schedules differ only in which
+    profile plays which role are one bug seen from both sides, e.g. a copy misrouted from
+    backend A to B and from B to A."""
+    names = sorted(schedule.profiles())
+    out = set()
+    for order in itertools.permutations(names):
+        rename = dict(zip(names, order, strict=True))
+        steps = [
+            replace(s, profile=rename.get(s.profile or "")) if s.profile else s
+            for s in schedule.steps
+        ]
+        out.add(dumps(Schedule(schedule.threads, tuple(steps))))
+    return out

@@ -44,7 +44,7 @@ def render(state: CampaignState, title: str) -> Group:
             f.op,
             f.message[:70],
             str(rec.count),
-            str(len(rec.signatures)),
+            str(rec.signature_count),
             f"{rec.first_seen_s:.1f}s",
             ORIGIN_LABEL.get(f.origin, f.origin),
             rec.state if rec.minimal_steps is None else f"{rec.state} ({rec.minimal_steps} steps)",

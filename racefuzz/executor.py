@@ -115,6 +115,11 @@ def _pump(stream: IO[bytes], q: queue.Queue[dict[str, Any] | None]) -> None:
     q.put(None)
 
 
+# Signals that come from outside a process (`kill`, a terminal, a CI timeout, the OOM killer),
+# never from an EP's own fault; racefuzz's own kills (hang, memory) are known when it sends them.
+OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
 def _signal_name(returncode: int | None) -> str | None:
     if returncode is None or returncode >= 0:
         return None
@@ -306,13 +311,18 @@ def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: 
     if internal:
         raise InternalError(f"the worker's own code failed:\n{internal}")
     if exit_kind is None:
-        exit_kind = Exit.CLEAN if ended and returncode == 0 else Exit.CRASH
+        if ended and returncode == 0:
+            exit_kind = Exit.CLEAN
+        elif returncode is not None and -returncode in OUTSIDE_SIGNALS:
+            exit_kind = Exit.KILLED
+        else:
+            exit_kind = Exit.CRASH
     return RunResult(
         schedule=schedule,
         outcomes=tuple(outcomes[i] for i in sorted(outcomes)),
         exit=exit_kind,
         returncode=returncode,
-        signal=_signal_name(returncode) if exit_kind is Exit.CRASH else None,
+        signal=_signal_name(returncode) if exit_kind in (Exit.CRASH, Exit.KILLED) else None,
         in_flight=tuple(sorted(in_flight)),
         seconds=time.monotonic() - t0,
         peak_rss_mb=round(peak_rss, 1),

@@ -88,7 +88,7 @@ def step_findings(result: RunResult) -> list[Finding]:
 
 
 def exit_finding(result: RunResult) -> Finding | None:
-    if result.exit is Exit.CLEAN:
+    if result.exit in (Exit.CLEAN, Exit.KILLED):
         return None
     steps = list(result.in_flight)
     sched = result.schedule

@@ -30,6 +30,9 @@ class Exit(StrEnum):
     CRASH = "crash"  # died by a signal or an abnormal exit code
     HANG = "hang"  # no progress within the step timeout; killed
     LEAK = "leak"  # the worker's memory passed the limit; killed
+    # Killed by a signal no EP code raises (SIGKILL, SIGTERM, ...) that racefuzz did not send:
+    # a user, a CI timeout, the OOM killer. Not a finding: the run tells nothing about the EP.
+    KILLED = "killed"
 
 
 @dataclass(frozen=True)

@@ -1,38 +1,28 @@
-"""Report bundles: the folder a finding becomes, ready to attach to a bug ticket.
+"""Rendering a report bundle (`racefuzz.bundle` writes it) as `report.md`.
 
-`write_bundle` creates `<root>/<YYYY-MM-DD>-<signature slug>/` exclusively (`-2`, `-3`, ... when
-the name is taken, so two processes never share one) and writes the JSON facts first:
-`finding.json` (the finding and its reproduction rate), `schedule.json` (minimal),
-`original.json`, `failing_run.json` (a failing run of the minimal schedule, stderr excepted),
-`bundle.json` (target, its spec, shrink statistics), `env.json`, `logs/` (stderr tail, testbed
-trace) and `repro.py`. `report.md` comes last and is exactly `render(bundle)`: the report is a
-pure function of the bundle's JSON, so `racefuzz report DIR` re-renders it byte for byte.
-
-This module decides nothing about findings (the oracles and the shrinker did); it lays out what
-they decided for a person who has not seen racefuzz before.
+`render(bundle)` is a pure function of the bundle's JSON, so `racefuzz report DIR` re-renders it
+byte for byte. This module decides nothing about findings (the oracles and the shrinker did); it
+lays out what they decided for a person who has not seen racefuzz before.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from racefuzz import envinfo, models
+from racefuzz import envinfo
 from racefuzz.errors import RacefuzzError
 from racefuzz.oracles import trace_buffers
-from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
-from racefuzz.repro_script import libraries_registered, repro_source
-from racefuzz.schedule import Schedule, dumps, from_json_obj, loads, to_json_obj
+from racefuzz.outcome import Check, Exit, RunResult
+from racefuzz.repro_script import libraries_registered
+from racefuzz.run_json import finding_from_json, run_from_json
+from racefuzz.schedule import Schedule, loads
 from racefuzz.shrink import confirmed
-from racefuzz.target import Target, is_builtin
-from racefuzz.target_toml import target_toml
+from racefuzz.target import Target
 
-BUNDLE_VERSION = 1
 REPLAYS_SUGGESTED = 20
 TRACE_LINES_SHOWN = 60
 TEARDOWN = "teardown (dropping what the schedule left alive)"  # the worker's last step
@@ -41,118 +31,6 @@ ORIGIN = {
     "alone": "fails alone too (its session alone, on the main thread, fails the same way)",
     "": "not classified",
 }
-
-
-# --- JSON for what the bundle stores ---------------------------------------------------------
-
-
-def run_to_json(run: RunResult) -> dict[str, Any]:
-    """A run as JSON, without `stderr_tail` (the bundle keeps that in logs/)."""
-    d = asdict(run)  # enums are StrEnums: they encode as their values
-    del d["stderr_tail"]
-    d["schedule"] = to_json_obj(run.schedule)
-    d["findings"] = [f.to_json() for f in run.findings]
-    return d
-
-
-def finding_from_json(d: Mapping[str, Any]) -> Finding:
-    known = {f.name for f in fields(Finding)} - {"profiles"}
-    return Finding(**{k: v for k, v in d.items() if k in known}, profiles=tuple(d["profiles"]))
-
-
-def run_from_json(d: Mapping[str, Any], stderr_tail: str = "") -> RunResult:
-    known = {f.name for f in fields(RunResult)}
-    outcomes = [{**o, "check": Check(o["check"]) if o["check"] else None} for o in d["outcomes"]]
-    converted = {
-        "schedule": from_json_obj(d["schedule"], "failing_run.json"),
-        "outcomes": tuple(StepOutcome(**o) for o in outcomes),
-        "exit": Exit(d["exit"]),
-        "in_flight": tuple(d.get("in_flight", ())),
-        "trace": tuple(d.get("trace", ())),
-        "findings": tuple(finding_from_json(f) for f in d.get("findings", ())),
-        "stderr_tail": stderr_tail,
-    }
-    return RunResult(**{**{k: v for k, v in d.items() if k in known}, **converted})
-
-
-# --- writing ---------------------------------------------------------------------------------
-
-
-def create_folder(root: Path, base: str) -> Path:
-    """A new folder `root/base`, or `base-2`, `base-3`...: created exclusively, never shared."""
-    root.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while True:
-        path = root / (base if n == 1 else f"{base}-{n}")
-        try:
-            path.mkdir()  # exclusive: fails if another process took the name first
-            return path
-        except FileExistsError:
-            n += 1
-
-
-def _jsonable(obj: object) -> object:
-    # For shrink statistics handed over as dataclasses (a shrinker's per-pass counters).
-    return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else str(obj)
-
-
-def _write_json(path: Path, obj: object) -> None:
-    path.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n", encoding="utf-8")
-
-
-def write_bundle(
-    root: Path,
-    finding: Finding,
-    original: Schedule,
-    minimal: Schedule,
-    failing_run: RunResult,
-    target: Target,
-    target_spec: str,
-    reproduced: tuple[int, int],
-    shrink_stats: Mapping[str, object] | None = None,
-    *,
-    seed: int = 0,
-) -> Path:
-    """Write the bundle for `finding` under `root`; returns its folder.
-
-    `seed` is the seed of the random inputs the failing run used (`RunOptions.seed`).
-    """
-    date = datetime.date.today().isoformat()
-    folder = create_folder(root, f"{date}-{finding.slug or 'finding'}")
-    k, n = reproduced
-    _write_json(folder / "finding.json", {**finding.to_json(), "reproduction": [k, n]})
-    (folder / "schedule.json").write_text(dumps(minimal), encoding="utf-8")
-    (folder / "original.json").write_text(dumps(original), encoding="utf-8")
-    _write_json(folder / "failing_run.json", run_to_json(failing_run))
-    meta = {
-        "version": BUNDLE_VERSION,
-        "created": date,
-        "target_spec": target_spec,
-        "seed": seed,
-        "target": target.to_json(),
-        "shrink": None if shrink_stats is None else dict(shrink_stats),
-    }
-    if not is_builtin(target_spec):  # a racefuzz.toml target: the bundle carries its table
-        (folder / "racefuzz.toml").write_text(target_toml(target), encoding="utf-8")
-        meta["config"] = "racefuzz.toml"
-    _write_json(folder / "bundle.json", meta)
-    env = envinfo.collect(target)
-    _write_json(folder / "env.json", env)
-    logs = folder / "logs"
-    logs.mkdir()
-    (logs / "stderr.txt").write_text(failing_run.stderr_tail, encoding="utf-8")
-    if failing_run.trace:
-        lines = [json.dumps(line) for line in failing_run.trace]
-        (logs / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    model_bytes = {m: models.model_bytes(m) for m in sorted(minimal.models())}
-    version = env["racefuzz"] or ""
-    script = repro_source(minimal, finding, target, model_bytes, seed=seed, version=version)
-    (folder / "repro.py").write_text(script, encoding="utf-8")
-    (folder / "report.md").write_text(render(folder), encoding="utf-8")
-    return folder
-
-
-# --- rendering -------------------------------------------------------------------------------
 
 
 def _read(folder: Path, name: str, as_json: bool = True) -> Any:

@@ -1,7 +1,8 @@
 """A campaign's results on disk: `summary.md`, `findings.json`, and optional JUnit XML.
 
-Written at the end of a campaign, after Ctrl-C too, from `CampaignState` alone. `load_known`
-reads a previous campaign folder back for `--resume` (its signatures and corpus).
+Written from `CampaignState` alone: while the campaign runs (so a kill loses seconds, not the
+run), at its end, and after Ctrl-C or SIGTERM too. `campaign_store` reads them back for
+`--resume`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from racefuzz.atomic_file import write_text
 from racefuzz.campaign_state import CampaignState, FindingRecord
 from racefuzz.console import ORIGIN_LABEL
 from racefuzz.report import markdown_cell
-from racefuzz.schedule import Schedule, ScheduleError, load
 
 
 def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
@@ -23,7 +23,7 @@ def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
     d.update(
         verdict=rec.verdict,
         count=rec.count,
-        signatures=len(rec.signatures),
+        signatures=rec.signature_count,
         first_seen_s=round(rec.first_seen_s, 2),
         original=str(rec.original.relative_to(root)),
         smallest_steps=len(rec.smallest.steps),
@@ -37,7 +37,7 @@ def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
 
 
 def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: Path | None) -> None:
-    records = sorted(state.findings.values(), key=lambda r: r.first_seen_s)
+    records = sorted(list(state.findings.values()), key=lambda r: r.first_seen_s)
     # A resumed campaign writes into the same folder: what the earlier run found and this one
     # did not meet again stays listed, never dropped.
     earlier = [f for f in _earlier_findings(root) if _cluster_of(f) not in state.findings]
@@ -93,9 +93,10 @@ def summary_markdown(
         f"- {status} after {state.elapsed():.0f} s of {state.seconds:.0f} s, "
         f"{state.jobs} job(s), seed {header.get('seed')}",
         f"- {state.schedules} schedules ({state.rate():.2f}/s), {state.crashes} worker crashes, "
-        f"{state.hangs} hangs",
+        f"{state.hangs} hangs"
+        + (f", {state.killed} workers killed from outside (not findings)" if state.killed else ""),
         f"- {len(records)} cluster(s): {state.counts()}; "
-        f"{sum(len(r.signatures) for r in records)} distinct signature(s)",
+        f"{sum(r.signature_count for r in records)} distinct signature(s)",
         "",
     ]
     for verdict, title in _SECTIONS:
@@ -114,7 +115,7 @@ def summary_markdown(
             origin = ORIGIN_LABEL.get(f.origin, f.origin) or "unclassified"
             lines.append(
                 f"| {f.kind} | {f.op} | {markdown_cell(f.message)} | {origin} | {r.count} "
-                f"| {len(r.signatures)} | {r.first_seen_s:.1f} s | `{where}` "
+                f"| {r.signature_count} | {r.first_seen_s:.1f} s | `{where}` "
                 f"| {markdown_cell(r.state)} |"
             )
         lines.append("")
@@ -164,19 +165,3 @@ def junit_xml(state: CampaignState, records: list[FindingRecord], target: str) -
         fail = ET.SubElement(case, "failure", message=f"{f.kind} on {f.op}: {f.message}")
         fail.text = f"{f.raw}\norigin: {ORIGIN_LABEL.get(f.origin, f.origin)}\n{r.original}"
     return ET.tostring(suite, encoding="unicode") + "\n"
-
-
-def load_known(folder: Path) -> tuple[list[str], list[Schedule]]:
-    """Clusters and corpus schedules of an earlier campaign folder, for `--resume`."""
-    data_path = folder / "findings.json"
-    signatures: list[str] = []
-    if data_path.exists():
-        data = json.loads(data_path.read_text(encoding="utf-8"))
-        signatures = [_cluster_of(f) for f in data.get("findings", [])]
-    corpus: list[Schedule] = []
-    for p in sorted((folder / "corpus").glob("*.json")):
-        try:
-            corpus.append(load(p))
-        except ScheduleError:
-            continue  # a hand-damaged corpus file should not stop a resumed campaign
-    return signatures, corpus

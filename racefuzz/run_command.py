@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -19,15 +20,16 @@ from typing import Any
 
 import trio
 
-from racefuzz import contract, dashboard, executor, known_issues, results, shrink
+from racefuzz import campaign_store, contract, dashboard, executor, known_issues, results, shrink
 from racefuzz.baseline import Baselines
+from racefuzz.bundle import create_folder
 from racefuzz.campaign import Campaign, CampaignConfig, ShrinkHook
 from racefuzz.campaign_state import FindingRecord
 from racefuzz.cli import INTERNAL_EXIT, report_internal
+from racefuzz.disk_reserve import Reserve
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import RunResult
-from racefuzz.report import create_folder
 from racefuzz.schedule import Schedule, load_many
 from racefuzz.shrink_command import shrink_to_bundle
 from racefuzz.target import Target
@@ -196,12 +198,18 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     known_issues_found = (
         known_issues.load(args.known, target.name) if args.known is not None else frozenset()
     )
-    folder = _campaign_dir(args, target)
-    resumed: list[str] = []
     corpus = _corpus(args, target)
+    folder = _campaign_dir(args, target)
+    try:
+        reserve = Reserve(folder)
+    except RacefuzzError:
+        if args.resume is None:
+            shutil.rmtree(folder, ignore_errors=True)  # no empty folder after a failed start
+        raise
+    restored: list[FindingRecord] = []
     if args.resume is not None:
-        resumed, earlier = results.load_known(folder)
-        corpus += earlier
+        restored = campaign_store.restore(folder)
+        corpus += campaign_store.corpus(folder)
     options = executor.RunOptions(
         step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
     )
@@ -224,7 +232,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     def run_one(s: Schedule) -> RunResult:
         return executor.run(target, s, options)
 
-    campaign = Campaign(target, config, folder, Baselines(target, run_one), None, resumed)
+    campaign = Campaign(target, config, folder, Baselines(target, run_one), None, restored)
+    campaign.reserve = reserve
     campaign.shrink_hook = make_shrink_hook(
         target, args.target, options, args.shrink_budget, folder, campaign.note
     )
@@ -239,6 +248,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         "known_issues": str(args.known) if args.known else None,
     }
     live = not args.no_dashboard and dashboard.is_terminal()
+    campaign.persist = lambda: results.write_all(campaign.state, folder, header, None)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
@@ -265,8 +275,21 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        results.write_all(campaign.state, folder, header, args.junit)
+        reserve.release()  # its room is the summary's, on a disk the campaign filled
+        try:
+            results.write_all(campaign.state, folder, header, args.junit)
+        except OSError as e:
+            campaign.write_error = campaign.write_error or str(e.strerror)
+            written = False
+        else:
+            written = True
     state = campaign.state
+    if campaign.write_error:
+        where = f"what it found is in {folder / 'summary.md'}" if written else "no summary"
+        raise RacefuzzError(
+            f"cannot write under '{folder}': {campaign.write_error}; the campaign stopped after "
+            f"{state.elapsed():.0f} s with {len(state.findings)} cluster(s), {where}"
+        )
     if args.write_known is not None:
         added = known_issues.write(
             args.write_known, target.name, [r.finding for r in state.findings.values()]

@@ -16,13 +16,17 @@ This module knows nothing of ORT, targets or models beyond their names.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from racefuzz.atomic_file import write_text
 from racefuzz.errors import RacefuzzError
 
 VERSION = 1
@@ -443,7 +447,19 @@ def load_many(path: Path) -> list[tuple[Path, Schedule]]:
 
 
 def save(schedule: Schedule, path: Path, exclusive: bool = False) -> None:
-    """Write a schedule; `exclusive` fails if the file exists (two workers, one name)."""
-    mode = "x" if exclusive else "w"
-    with path.open(mode, encoding="utf-8") as f:
-        f.write(dumps(schedule))
+    """Write a schedule whole: a kill never leaves half of one. `exclusive` fails if the file
+    exists (two workers, one name): written aside, then hard-linked into place."""
+    if not exclusive:
+        write_text(path, dumps(schedule))
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    write_text(tmp, dumps(schedule))
+    try:
+        os.link(tmp, path)  # atomic and exclusive: FileExistsError if the name is taken
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP):
+            raise
+        with path.open("x", encoding="utf-8") as f:  # a file system without hard links
+            f.write(dumps(schedule))
+    finally:
+        tmp.unlink(missing_ok=True)

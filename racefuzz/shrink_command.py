@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from racefuzz import executor, report, shrink
+from racefuzz import bundle, executor, report, shrink
 from racefuzz.console import timeline
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
@@ -78,7 +78,7 @@ def shrink_to_bundle(
         on_progress=on_progress,
         best_path=best_path,
     )
-    bundle = report.write_bundle(
+    folder = bundle.write_bundle(
         root,
         finding,
         schedule,
@@ -90,7 +90,7 @@ def shrink_to_bundle(
         shrink_stats(schedule, result),
         seed=options.seed,
     )
-    return result, bundle
+    return result, folder
 
 
 def _pick(result: RunResult, signature: str | None) -> Finding:

@@ -82,16 +82,26 @@ class ZygoteLauncher:
     def _launch(self, job: str, env: dict[str, str], err_path: Path, tmp: Path) -> Launched:
         events_path = tmp / "events.jsonl"
         events_path.touch()
-        zygote = self._zygote()
-        assert zygote.stdin is not None and zygote.stdout is not None
         request = {"job": json.loads(job), "events": str(events_path), "stderr": str(err_path)}
         request["env"] = env
-        zygote.stdin.write(json.dumps(request) + "\n")
-        zygote.stdin.flush()
-        first = zygote.stdout.readline()
-        if not first:
+        # A zygote killed from outside (or by the OOM killer) while idle is replaced once; a
+        # fresh one that cannot fork either is a real failure.
+        for attempt in (1, 2):
+            zygote = self._zygote()
+            assert zygote.stdin is not None and zygote.stdout is not None
+            try:
+                zygote.stdin.write(json.dumps(request) + "\n")
+                zygote.stdin.flush()
+                first = zygote.stdout.readline()
+            except OSError:
+                first = ""
+            if first:
+                break
             self._proc = None
-            raise RuntimeError("the zygote died before forking a worker")
+            kill_tree(zygote.pid)
+            track(zygote.pid, False)
+            if attempt == 2:
+                raise RuntimeError("the zygote died before forking a worker, twice")
         pid = int(json.loads(first)["pid"])
         exit_code: queue.Queue[int | None] = queue.Queue()
         ended = threading.Event()

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from racefuzz import envinfo, executor, report
+from racefuzz import bundle as bundles
+from racefuzz import envinfo, executor, report, run_json
 from racefuzz.builtin_targets import nxrt_cpu_target
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import Finding, RunResult
@@ -65,7 +66,7 @@ def failing() -> tuple[RunResult, Finding]:
 def bundle(tmp_path_factory: pytest.TempPathFactory, failing: tuple[RunResult, Finding]) -> Path:
     run, finding = failing
     root = tmp_path_factory.mktemp("reports")
-    return report.write_bundle(
+    return bundles.write_bundle(
         root, finding, ORIGINAL, MINIMAL, run, TARGET, "ghost-cpu", (3, 3), STATS
     )
 
@@ -102,7 +103,7 @@ def test_finding_json_holds_the_finding_and_its_reproduction(
 ) -> None:
     data = json.loads((bundle / "finding.json").read_text())
     assert data == json.loads(json.dumps({**failing[1].to_json(), "reproduction": [3, 3]}))
-    assert report.finding_from_json(data) == failing[1]
+    assert run_json.finding_from_json(data) == failing[1]
 
 
 def test_the_report_shows_the_minimal_schedule_with_one_column_per_thread(bundle: Path) -> None:
@@ -149,7 +150,7 @@ def test_render_reproduces_report_md_byte_for_byte(bundle: Path) -> None:
 
 def test_the_failing_run_round_trips_through_its_json(failing: tuple[RunResult, Finding]) -> None:
     run = failing[0]
-    back = report.run_from_json(report.run_to_json(run), run.stderr_tail)
+    back = run_json.run_from_json(run_json.run_to_json(run), run.stderr_tail)
     assert back == run
 
 
@@ -158,7 +159,7 @@ def test_a_second_bundle_of_one_finding_gets_a_numbered_folder(
 ) -> None:
     run, finding = failing
     first, second = (
-        report.write_bundle(tmp_path, finding, MINIMAL, MINIMAL, run, TARGET, "x", (1, 2))
+        bundles.write_bundle(tmp_path, finding, MINIMAL, MINIMAL, run, TARGET, "x", (1, 2))
         for _ in range(2)
     )
     assert second.name == first.name + "-2"
@@ -179,7 +180,7 @@ def test_shrink_statistics_may_hold_dataclasses_and_tuples(
 ) -> None:
     run, finding = failing
     stats = {"passes": (_PassStats("drop a thread", 3, 1),), "one_minimal": True}
-    folder = report.write_bundle(
+    folder = bundles.write_bundle(
         tmp_path, finding, ORIGINAL, MINIMAL, run, TARGET, "ghost-cpu", (1, 1), stats
     )
     text = (folder / "report.md").read_text()
@@ -191,7 +192,7 @@ def test_the_seed_of_the_failing_run_reaches_the_commands_and_repro(
     tmp_path: Path, failing: tuple[RunResult, Finding]
 ) -> None:
     run, finding = failing
-    folder = report.write_bundle(
+    folder = bundles.write_bundle(
         tmp_path, finding, MINIMAL, MINIMAL, run, TARGET, "ghost-cpu", (1, 1), seed=7
     )
     text = (folder / "report.md").read_text()
@@ -204,7 +205,7 @@ def test_folders_created_at_once_by_many_threads_are_all_distinct(tmp_path: Path
     lock = threading.Lock()
 
     def make() -> None:
-        path = report.create_folder(tmp_path, "same")
+        path = bundles.create_folder(tmp_path, "same")
         with lock:
             got.append(path)
 
@@ -224,7 +225,7 @@ def test_a_library_target_bundle_passes_the_library_path_to_repro(tmp_path: Path
         1, (Step(0, Op.REGISTER), Step(0, Op.CREATE, session="s1", profile="ghost", model="tiny"))
     )
     run = executor.run(target, schedule)
-    folder = report.write_bundle(
+    folder = bundles.write_bundle(
         tmp_path, run.findings[0], schedule, schedule, run, target, "g2", (1, 1)
     )
     text = (folder / "report.md").read_text()
@@ -292,7 +293,7 @@ def test_a_real_crash_report_marks_the_step_in_flight_and_shows_the_stacks(
     )
     run = executor.run(nxrt, schedule)
     assert [(f.kind, f.op) for f in run.findings] == [("crash", "teardown")], run
-    folder = report.write_bundle(
+    folder = bundles.write_bundle(
         tmp_path, run.findings[0], schedule, schedule, run, nxrt, "nxrt-cpu", (1, 1)
     )
     text = (folder / "report.md").read_text()

@@ -26,9 +26,11 @@ import onnxruntime  # noqa: F401
 
 from racefuzz.worker import INTERNAL_EXIT
 from racefuzz.worker import main as worker_main
+from racefuzz.worker.lifeline import die_with_parent
 
 
-def _child(request: dict[str, object]) -> None:
+def _child(request: dict[str, object], zygote: int) -> None:
+    die_with_parent(zygote)  # a killed zygote takes its child along, never orphans it
     err_fd = os.open(str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(err_fd, 2)
     os.dup2(err_fd, 1)  # native prints land in the stderr file, never in the protocol
@@ -52,10 +54,11 @@ def serve() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         out.flush()
+        me = os.getpid()
         pid = os.fork()  # type: ignore[attr-defined,unused-ignore]
         if pid == 0:
             try:
-                _child(request)
+                _child(request, me)
             finally:
                 os._exit(INTERNAL_EXIT)  # not even the report got out
         try:

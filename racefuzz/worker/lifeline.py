@@ -1,0 +1,22 @@
+"""A worker dies with the process that started it (Linux): no kill of racefuzz, however rough
+(SIGKILL of the campaign or of a zygote), leaves a worker running on its own, perhaps forever in
+a hung EP."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask the kernel for SIGKILL when `parent` (the pid that started this process) ends."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # it ended before the request above: nobody to report to
+        os._exit(1)
