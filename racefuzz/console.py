@@ -90,5 +90,5 @@ def print_summary(console: Console, label: str, summary: ReplaySummary) -> None:
             findings_table(list(summary.findings.values()), summary.counts, summary.times)
         )
         if shown.stacks:
-            console.print("[bold]stacks[/] (faulthandler, every thread):")
-            console.print(shown.stacks[-4000:], markup=False, highlight=False)
+            console.print("[bold]stacks[/] (the faulting thread's native frames, then Python's):")
+            console.print(shown.stacks[:6000], markup=False, highlight=False)

@@ -32,12 +32,13 @@ from typing import IO, Any, Protocol
 
 import psutil
 
-from racefuzz import models, oracles
+from racefuzz import models, native_stack, oracles
 from racefuzz.errors import InternalError
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Schedule, to_json_obj
 from racefuzz.target import Target
 from racefuzz.worker import INTERNAL_EXIT
+from racefuzz.worker.native_trace import TRACER_ENV
 
 _DETACH: dict[str, Any] = (
     {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
@@ -130,16 +131,20 @@ def _signal_name(returncode: int | None) -> str | None:
 
 
 def extract_stacks(stderr: str) -> str:
-    """faulthandler's part of stderr (fatal signal or watchdog dump), or ''."""
-    starts = [stderr.find(m) for m in ("Fatal Python error", "Timeout (", "Thread 0x")]
-    found = [s for s in starts if s >= 0]
-    return stderr[min(found) :] if found else ""
+    """The crash tracer's native frames (named) and faulthandler's part of stderr (fatal
+    signal or watchdog dump), or ''."""
+    marks = (native_stack.HEADER, "Fatal Python error", "Timeout (", "Thread 0x")
+    found = [s for s in (stderr.find(m) for m in marks) if s >= 0]
+    return native_stack.symbolize(stderr[min(found) :]) if found else ""
 
 
 def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
     """What the worker adds to its environment: the target's (bug switches) and the trace."""
     env = dict(target.env)
     env["PYTHONFAULTHANDLER"] = "1"
+    tracer = native_stack.tracer_library()
+    if tracer is not None:
+        env[TRACER_ENV] = str(tracer)
     if trace_path is not None:
         env["RACEFUZZ_TESTBED_TRACE"] = str(trace_path)
     return env

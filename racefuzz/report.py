@@ -288,7 +288,12 @@ def render(bundle_dir: Path) -> str:
         *_outcomes(run),
     ]
     if run.stacks:
-        out += ["", "## Stacks of every thread (faulthandler)", "", *_fence(run.stacks)]
+        out += [
+            "",
+            "## Stacks: the faulting thread's native frames, then every thread's Python stack",
+            "",
+            *_fence(run.stacks),
+        ]
     if run.trace:
         out += ["", *_trace(run)]
     out += ["", *_shrink(meta.get("shrink"), original, minimal), "", "## Environment", ""]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import executor
+from racefuzz import executor, native_stack
 from racefuzz.outcome import Exit
 from racefuzz.schedule import Op, Schedule, Step, save
 from racefuzz.target import Target, load_target
@@ -47,6 +47,31 @@ PARKED = Schedule(
 
 def faulty(fault: str) -> Target:
     return load_target("testbed").with_env(RACEFUZZ_TESTBED_FAULT=fault)
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["spawn", "zygote"])
+def test_a_native_segfault_names_the_ep_function_that_faulted(
+    testbed_library: Path, fast: bool
+) -> None:
+    if native_stack.tracer_library() is None:
+        pytest.skip("no C compiler here: crash reports carry Python stacks only")
+    if fast and not available():
+        pytest.skip("no fork on this platform")
+    launcher = ZygoteLauncher() if fast else None
+    try:
+        r = executor.run(faulty("segv:mgx"), PARKED, launcher=launcher)
+    finally:
+        if launcher is not None:
+            launcher.close()
+    assert r.exit is Exit.CRASH and r.signal == "SIGSEGV"  # the tracer hands the signal on
+    assert r.stacks.startswith(native_stack.HEADER)
+    native, python = r.stacks.split("End of native stack", 1)
+    # Named by addr2line from the testbed's symbol table; ORT's stripped library is not named
+    # after its nearest export, it keeps its offsets.
+    assert "testbed::TestbedEp::Compute(" in native and "libracefuzz_testbed.so+0x" in native
+    assert "PyInit_onnxruntime_pybind11_state" not in native
+    assert "Fatal Python error: Segmentation fault" in python and "op_run" in python
+    assert native_stack.has_symbol_table(testbed_library)
 
 
 @pytest.mark.parametrize("fast", [False, True], ids=["spawn", "zygote"])

@@ -8,6 +8,7 @@ mid-fuzzing, mid-shrink, mid-bundle, in the summary.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -57,10 +58,8 @@ def inject(proc: subprocess.Popen[bytes], mark: str, rng: random.Random) -> str:
     children = [p for p in marked(mark) if p.pid != proc.pid]
     if children and rng.random() < 0.4:
         victim = rng.choice(children)
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             victim.send_signal(sig)
-        except psutil.NoSuchProcess:
-            pass
         time.sleep(rng.uniform(0.2, 1.5))  # the campaign goes on without that worker...
         proc.send_signal(signal.SIGKILL)  # ...until its parent dies too
         return f"worker {sig.name}, then parent SIGKILL"

@@ -301,7 +301,7 @@ def test_a_real_crash_report_marks_the_step_in_flight_and_shows_the_stacks(
     assert f"| 5 | **{teardown}** ⟵ failed |  |" in text
     assert "Worker exit: crash (SIGSEGV), steps in flight: 5;" in text
     assert f"| 5 | 0 | {teardown} | **crash in flight** |  |" in text
-    assert "## Stacks of every thread (faulthandler)" in text
+    assert "## Stacks: the faulting thread's native frames, then every thread's Python" in text
     assert "Fatal Python error: Segmentation fault" in text
     assert "Fatal Python error" in (folder / "logs" / "stderr.txt").read_text()
     assert report.render(folder) == text

@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Mapping
 from typing import IO, Any
 
-from racefuzz.worker import INTERNAL_EXIT
+from racefuzz.worker import INTERNAL_EXIT, native_trace
 from racefuzz.worker.lifeline import die_with_parent
 from racefuzz.worker.ops import Profile, Runtime
 from racefuzz.worker.sequencer import Sequencer, Slot
@@ -101,6 +101,7 @@ def protocol_stream() -> IO[str]:
 def main() -> None:
     die_with_parent(os.getppid())
     faulthandler.enable(file=sys.stderr, all_threads=True)
+    native_trace.install()
     channel = Channel(protocol_stream())
     job = json.loads(sys.stdin.read())
     run_job_reporting(job, channel)

@@ -24,7 +24,7 @@ import sys
 import numpy  # noqa: F401  (imported here so that children inherit it)
 import onnxruntime  # noqa: F401
 
-from racefuzz.worker import INTERNAL_EXIT
+from racefuzz.worker import INTERNAL_EXIT, native_trace
 from racefuzz.worker import main as worker_main
 from racefuzz.worker.lifeline import die_with_parent
 
@@ -40,6 +40,7 @@ def _child(request: dict[str, object], zygote: int) -> None:
         os.environ.update({str(k): str(v) for k, v in env.items()})
     sys.stdout = sys.stderr = os.fdopen(2, "w", buffering=1)
     faulthandler.enable(file=sys.stderr, all_threads=True)
+    native_trace.install()  # after faulthandler: it runs first, then hands over
     events = open(str(request["events"]), "w", encoding="utf-8", buffering=1)  # noqa: SIM115
     job = request["job"]
     assert isinstance(job, dict)
