@@ -20,11 +20,14 @@ import contextlib
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -93,7 +96,7 @@ def library_path(progress: Progress | None = None) -> Path:
         cmake = _require_build_tools()
         headers = _headers(report)
         report("racefuzz: building testbed EP…")
-        _build(cmake, headers, target)
+        _build(cmake, headers, target, report)
     return target
 
 
@@ -159,7 +162,7 @@ def _headers(report: Progress) -> Path:
             raise TestbedBuildError("cannot fetch the ORT headers: 'npm' is not on PATH")
         report("racefuzz: fetching ORT headers (150 MB, once)…")
         with tempfile.TemporaryDirectory(dir=store, prefix="fetch-") as tmp:
-            _run([npm, "pack", HEADERS_PACKAGE, "--silent"], cwd=Path(tmp), what="npm pack")
+            _run([npm, "pack", HEADERS_PACKAGE, "--silent"], Path(tmp), "npm pack", report)
             fetched = Path(tmp) / HEADERS_TARBALL
             if not fetched.is_file():
                 raise TestbedBuildError(f"npm pack did not produce {HEADERS_TARBALL}")
@@ -202,7 +205,7 @@ def _only_headers(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     return tarfile.data_filter(member.replace(name=member.name[len(_HEADERS_IN_TARBALL) :]), dest)
 
 
-def _build(cmake: str, headers: Path, target: Path) -> None:
+def _build(cmake: str, headers: Path, target: Path, report: Progress) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent.parent, prefix="build-") as tmp:
         build = Path(tmp)
@@ -224,6 +227,7 @@ def _build(cmake: str, headers: Path, target: Path) -> None:
             [cmake, "--build", str(build), "--config", "Release", "-j", "2"],
             cwd=build,
             what="the testbed build",
+            report=report,
         )
         built = next(iter(build.rglob(library_file_name())), None)
         if built is None:
@@ -233,12 +237,42 @@ def _build(cmake: str, headers: Path, target: Path) -> None:
         os.replace(staged, target)
 
 
-def _run(cmd: list[str], cwd: Path, what: str) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
+_PERCENT = re.compile(r"^\[\s*(\d+)%\]\s+(?:Building \w+ object .*?([\w.]+)\.o$|(Linking).*)")
+HEARTBEAT_S = 10.0  # a step that prints nothing (npm fetching 150 MB) still says it is alive
+
+
+def _run(cmd: list[str], cwd: Path, what: str, report: Progress | None = None) -> None:
+    """Run a build step; its progress (CMake's percentages, else a line every HEARTBEAT_S)
+    goes to `report`, its output tail into the error when it fails."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    started = time.monotonic()
+    quiet = threading.Event()
+    said = [started]
+
+    def heartbeat() -> None:
+        while not quiet.wait(1.0):
+            if report is not None and time.monotonic() - said[0] >= HEARTBEAT_S:
+                said[0] = time.monotonic()
+                report(f"racefuzz: {what} still running ({said[0] - started:.0f} s)…")
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    lines: list[str] = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            m = _PERCENT.match(lines[-1])
+            if m is not None and report is not None:
+                said[0] = time.monotonic()
+                report(f"racefuzz: {what} [{m.group(1)}%] {m.group(2) or 'linking'}")
+        returncode = proc.wait()
+    finally:
+        quiet.set()
+    if returncode != 0:
         tail = "\n".join(lines[-_TAIL_LINES:])
-        raise TestbedBuildError(f"{what} failed (exit status {proc.returncode}):\n{tail}")
+        raise TestbedBuildError(f"{what} failed (exit status {returncode}):\n{tail}")
 
 
 # --- locking ------------------------------------------------------------------------------------

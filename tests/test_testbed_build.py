@@ -52,6 +52,9 @@ def test_library_path_builds_once_then_hits_the_cache(
     assert built.name == testbed.library_file_name()
     assert built.is_relative_to(cache / "testbed")
     assert "racefuzz: building testbed EP…" in lines
+    # The build says how far it is, file by file (CMake's percentages), not one silent minute.
+    steps = [line for line in lines if line.startswith("racefuzz: the testbed build [")]
+    assert len(steps) >= 5 and steps[-1].endswith("[100%] linking"), lines
     assert (cache / "ort-headers" / "0.4.9" / "Headers" / "onnxruntime_c_api.h").is_file()
 
     again: list[str] = []
@@ -139,3 +142,14 @@ def test_bug_env_rejects_an_unknown_switch() -> None:
         RacefuzzError, match=r"^unknown testbed bug 'B9' \(known: B1, B2, B3, B4, B5, B6, B7, B8\)$"
     ):
         testbed.bug_env(["B9"])
+
+
+def test_a_silent_build_step_still_reports_that_it_is_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(testbed, "HEARTBEAT_S", 0.5)
+    lines: list[str] = []
+    testbed._run(
+        [sys.executable, "-c", "import time; time.sleep(2.2)"], tmp_path, "npm pack", lines.append
+    )
+    assert any(line.startswith("racefuzz: npm pack still running (") for line in lines), lines
