@@ -6,11 +6,15 @@ dereference null on one backend; nothing here is simulated in Python.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from racefuzz import executor, native_stack
@@ -108,6 +112,36 @@ def test_a_native_hang_is_a_hang_within_its_timeout_and_the_worker_is_killed(
     (hang,) = [f for f in r.findings if f.kind == "hang"]
     assert hang.op == "run" and 4 in r.in_flight
     assert "Timeout (0:00:03)!" in r.stacks and "op_run" in r.stacks
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["spawn", "zygote"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_worker_killed_from_outside_is_no_finding(
+    testbed_library: Path, fast: bool, sig: signal.Signals
+) -> None:
+    if fast and not available():
+        pytest.skip("no fork on this platform")
+    launcher = ZygoteLauncher() if fast else None
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}
+
+    def kill_the_worker() -> None:
+        time.sleep(2.0)  # parked in the hung mgx run by then
+        for p in psutil.Process().children(recursive=True):
+            # The worker, not a zygote: a zygote's fork is its child, never ours.
+            if p.pid not in ours and (p.ppid() != os.getpid() or not fast):
+                p.send_signal(sig)
+
+    killer = threading.Thread(target=kill_the_worker)
+    killer.start()
+    try:
+        options = executor.RunOptions(step_timeout=30)
+        r = executor.run(faulty("hang:mgx"), TWO_THREADS, options, launcher=launcher)
+    finally:
+        killer.join()
+        if launcher is not None:
+            launcher.close()
+    assert r.exit is Exit.KILLED and r.signal == sig.name
+    assert r.findings == ()  # a user, a CI timeout or the OOM killer: nothing about the EP
 
 
 def test_replay_goes_on_with_the_next_schedule_after_a_crash(
