@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +22,7 @@ from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import RunResult
 from racefuzz.replay import replay
 from racefuzz.schedule import Op, Schedule, Step, load_many
-from racefuzz.target import Target, describe, load_target
+from racefuzz.target import Profile, Target, describe, load_target
 
 MIN_ORT = (1, 31)
 
@@ -41,7 +42,8 @@ def _target(args: argparse.Namespace) -> Target:
     """The target, checked to load and to provide what its profiles ask for (one line else)."""
     check_ort()
     target = load_target(args.target, args.config)
-    preflight.check(target)
+    for line in preflight.check(target):
+        print(f"racefuzz: warning: {line}", file=sys.stderr, flush=True)
     return target
 
 
@@ -95,6 +97,24 @@ def _cell(result: RunResult, step: int) -> str:
     return "[green]ok[/]"
 
 
+def _placement_cell(
+    probe: dict[str, Any], profile: Profile, model: str, counts: tuple[int, int] | None
+) -> str:
+    """e.g. "3/3", or "0/3 (CPUExecutionProvider 3)": where ORT put the model's nodes."""
+    cell = dict(probe.get("placement") or {}).get(profile.name, {}).get(model)
+    if cell is None:
+        return "-"  # one of ORT's own EPs
+    if counts is None:
+        return "[red]no session[/]"
+    mine, total = counts
+    if mine == total:
+        return f"[green]{mine}/{total}[/]"
+    eps: dict[str, list[str]] = cell["eps"]
+    elsewhere = ", ".join(f"{ep} {len(n)}" for ep, n in eps.items() if ep != profile.ep_name)
+    colour = "red" if mine == 0 else "yellow"
+    return f"[{colour}]{mine}/{total}[/] ({elsewhere})"
+
+
 def doctor_command(args: argparse.Namespace) -> int:
     version = check_ort()
     target = load_target(args.target, args.config)
@@ -116,8 +136,9 @@ def doctor_command(args: argparse.Namespace) -> int:
         devices.add_row(d["ep_name"], d["ep_vendor"], d["device_type"], hex(d["vendor_id"]), mem)
     out.print(devices)
     checks = Table(title="each profile and model alone, on the main thread")
-    for col in ("profile", "model", "create", "run", "run_bound", "copy"):
+    for col in ("profile", "model", "nodes on its EP", "create", "run", "run_bound", "copy"):
         checks.add_column(col)
+    placed = preflight.on_ep(target, probe)
     problems = 0
     for profile in target.profiles:
         for model in target.models:
@@ -130,8 +151,12 @@ def doctor_command(args: argparse.Namespace) -> int:
             )
             result = executor.run(target, Schedule(1, steps, "doctor"), options)
             problems += bool(result.findings)
-            checks.add_row(profile.name, model, *(_cell(result, i) for i in range(1, 5)))
+            where = _placement_cell(probe, profile, model, placed.get((profile.name, model)))
+            checks.add_row(profile.name, model, where, *(_cell(result, i) for i in range(1, 5)))
     out.print(checks)
+    for line in preflight.placement_warnings(target, probe):
+        out.print(f"[yellow]warning: {line}[/]")
+    problems += len(preflight.problems(target, probe))
     if problems:
         out.print(
             f"[yellow]{problems} profile/model pair(s) fail alone: campaigns skip what a target "

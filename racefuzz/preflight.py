@@ -15,6 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
+from racefuzz import models
 from racefuzz.errors import RacefuzzError
 from racefuzz.target import Target
 
@@ -22,7 +23,8 @@ from racefuzz.target import Target
 def probe(target: Target) -> dict[str, Any]:
     """What ORT sees after registering the target's libraries in a fresh process, or
     `{"error": ...}` when that process failed."""
-    job = json.dumps({"libraries": {lib.name: str(lib.path) for lib in target.libraries}})
+    libraries = {lib.name: str(lib.path) for lib in target.libraries}
+    job = json.dumps({"libraries": libraries, "placement": _placement_job(target, libraries)})
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "racefuzz.worker.probe"],
@@ -39,6 +41,39 @@ def probe(target: Target) -> dict[str, Any]:
         return {"error": f"probe process failed (exit {proc.returncode}): {tail}"}
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
+
+
+def _placement_job(target: Target, libraries: dict[str, str]) -> dict[str, Any] | None:
+    """What `worker.placement` needs: every plugin profile with every model of the target."""
+    plugins = {p.name: p.to_json() for p in target.profiles if p.library is not None}
+    if not plugins:
+        return None  # ORT's own EPs take every node they can run
+    paths = {m: str(models.model_path(m)) for m in target.models}
+    return {"libraries": libraries, "profiles": plugins, "models": paths}
+
+
+def on_ep(target: Target, seen: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(nodes the profile's own EP took, nodes in all) per (profile, model) the probe placed;
+    a pair whose session could not be created is left out."""
+    out = {}
+    for profile, cells in dict(seen.get("placement") or {}).items():
+        ep = target.profile(profile).ep_name
+        for model, cell in cells.items():
+            eps: dict[str, list[str]] = cell.get("eps") or {}
+            if "error" not in cell:
+                out[(profile, model)] = (len(eps.get(ep, [])), sum(map(len, eps.values())))
+    return out
+
+
+def placement_warnings(target: Target, seen: dict[str, Any]) -> list[str]:
+    """One line per profile and model its EP computes nothing of: a campaign there tests
+    whichever EP ORT fell back to (its CPU EP), not the one under test."""
+    idle = [(p, m) for (p, m), (mine, _) in on_ep(target, seen).items() if mine == 0]
+    return [
+        f"profile '{p}' runs no node of model '{m}' on its EP '{target.profile(p).ep_name}' "
+        "(ORT placed them all elsewhere; `racefuzz doctor` shows where)"
+        for p, m in idle
+    ]
 
 
 def problems(target: Target, seen: dict[str, Any]) -> list[str]:
@@ -78,12 +113,25 @@ def problems(target: Target, seen: dict[str, Any]) -> list[str]:
                 f"profile '{p.name}': EP '{p.ep_name}' has no device of vendor "
                 f"{hex(p.vendor_id)} ({ids})"
             )
+    placed = on_ep(target, seen)
+    for p in target.profiles:
+        mine = [placed[(p.name, m)][0] for m in target.models if (p.name, m) in placed]
+        if mine and not any(mine):
+            out.append(
+                f"profile '{p.name}': EP '{p.ep_name}' runs no node of any model of the target "
+                f"({', '.join(target.models)}); give it a model it computes (`models` in "
+                "racefuzz.toml), or see why with session_config = "
+                '{ "session.disable_cpu_ep_fallback" = "1" }'
+            )
     return out
 
 
-def check(target: Target) -> None:
-    """Raise the first problem as one line (exit 2 through the CLI)."""
-    found = problems(target, probe(target))
+def check(target: Target) -> list[str]:
+    """Raise the first problem as one line (exit 2 through the CLI); return the warnings
+    (profile and model pairs the EP computes nothing of)."""
+    seen = probe(target)
+    found = problems(target, seen)
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise RacefuzzError(found[0] + more)
+    return placement_warnings(target, seen)

@@ -129,7 +129,9 @@ class Runtime:
         profiles: Mapping[str, Profile],
         models: Mapping[str, str],
         seed: int = 0,
+        record_placement: bool = False,
     ) -> None:
+        self.record_placement = record_placement  # for `placement()` (racefuzz doctor)
         self.libraries = dict(libraries)
         self.profiles = dict(profiles)
         self.models = dict(models)
@@ -250,6 +252,8 @@ class Runtime:
             so.intra_op_num_threads = profile.intra_op_threads
         for k, v in profile.session_config.items():
             so.add_session_config_entry(k, v)
+        if self.record_placement:
+            so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         path = self.models[step["model"]]
         if profile.library is None and profile.ep_name.endswith("ExecutionProvider"):
             providers = [(profile.ep_name, dict(profile.options))]
@@ -330,6 +334,14 @@ class Runtime:
         del v
         gc.collect()
         return {"ok": True}
+
+    def placement(self, session: str) -> dict[str, list[str]]:
+        """Which EP took which node of a session's optimised graph ("OpType name")."""
+        taken: dict[str, list[str]] = {}
+        for sub in self.sessions[session].session.get_provider_graph_assignment_info():
+            nodes = [f"{n.op_type} {n.name}".strip() for n in sub.get_nodes()]
+            taken.setdefault(str(sub.ep_name), []).extend(nodes)
+        return taken
 
     def op_release(self, index: int, step: Mapping[str, Any]) -> Outcome:
         with self._lock:

@@ -1,7 +1,8 @@
-"""`doctor`'s look inside a fresh process: register the libraries, list what ORT then sees.
+"""`doctor`'s look inside a fresh process: register the libraries, list what ORT then sees,
+and (given a `placement` job) which nodes of each model each profile's EP takes.
 
-Run as `python -m racefuzz.worker.probe` with `{"libraries": {name: path}}` on stdin; prints
-one JSON object. Separate process because loading a broken EP library may crash.
+Run as `python -m racefuzz.worker.probe` with `{"libraries": {name: path}, "placement": job}` on
+stdin; prints one JSON object. A separate process: loading a broken EP library may crash.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import Any
 
 import onnxruntime as ort
 
+from racefuzz.worker.placement import placement
 
-def probe(libraries: dict[str, str]) -> dict[str, Any]:
+
+def probe(libraries: dict[str, str], placement_job: dict[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "ort_version": ort.__version__,
         "providers": list(ort.get_available_providers()),
@@ -44,6 +47,9 @@ def probe(libraries: dict[str, str]) -> dict[str, Any]:
                 "memory": mems,
             }
         )
+    registered = all(state == "registered" for state in out["libraries"].values())
+    if placement_job is not None and registered:
+        out["placement"] = placement(placement_job, register=False)  # sessions all released
     for name in libraries:
         if out["libraries"][name] == "registered":
             ort.unregister_execution_provider_library(name)
@@ -51,4 +57,5 @@ def probe(libraries: dict[str, str]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(probe(json.loads(sys.stdin.read()).get("libraries", {}))))
+    job = json.loads(sys.stdin.read())
+    print(json.dumps(probe(job.get("libraries", {}), job.get("placement"))))
