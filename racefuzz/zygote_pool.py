@@ -39,7 +39,10 @@ class ZygoteLauncher:
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()  # one schedule at a time per zygote
 
-    def _zygote(self) -> subprocess.Popen[str]:
+    def _zygote(self, env: dict[str, str]) -> subprocess.Popen[str]:
+        """The zygote, started (again) if needed with the target's environment in place from
+        its first instruction: a loader variable (LD_LIBRARY_PATH, a Vulkan driver list) set
+        only in the forked child would come too late for the dynamic loader."""
         if self._proc is None or self._proc.poll() is not None:
             if self._proc is not None:
                 track(self._proc.pid, False)  # it died: its pid may be reused by anyone
@@ -52,6 +55,7 @@ class ZygoteLauncher:
                 text=True,
                 bufsize=1,
                 start_new_session=True,
+                env={**os.environ, **env},
             )
             track(proc.pid, True)  # killed with the workers if its slot is abandoned
             if self._closed:  # closed while it started: `close` did not see it
@@ -87,7 +91,7 @@ class ZygoteLauncher:
         # A zygote killed from outside (or by the OOM killer) while idle is replaced once; a
         # fresh one that cannot fork either is a real failure.
         for attempt in (1, 2):
-            zygote = self._zygote()
+            zygote = self._zygote(env)
             assert zygote.stdin is not None and zygote.stdout is not None
             try:
                 zygote.stdin.write(json.dumps(request) + "\n")
