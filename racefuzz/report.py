@@ -17,16 +17,17 @@ from __future__ import annotations
 import datetime
 import json
 import shlex
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from racefuzz import envinfo, models
+from racefuzz import envinfo, models, sanitizer
 from racefuzz.errors import RacefuzzError
 from racefuzz.oracles import trace_buffers
 from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
-from racefuzz.repro_script import libraries_registered, repro_source
+from racefuzz.repro_script import SUPPRESSIONS_NAME, libraries_registered, repro_source
 from racefuzz.schedule import Schedule, dumps, from_json_obj, loads, to_json_obj
 from racefuzz.shrink import confirmed
 from racefuzz.target import Target, is_builtin
@@ -148,6 +149,8 @@ def write_bundle(
     version = env["racefuzz"] or ""
     script = repro_source(minimal, finding, target, model_bytes, seed=seed, version=version)
     (folder / "repro.py").write_text(script, encoding="utf-8")
+    if target.sanitizer == "thread":  # repro.py's TSAN_OPTIONS name the copy beside it
+        shutil.copyfile(sanitizer.SUPPRESSIONS, folder / SUPPRESSIONS_NAME)
     (folder / "report.md").write_text(render(folder), encoding="utf-8")
     return folder
 

@@ -34,6 +34,11 @@ from racefuzz.errors import RacefuzzError
 # The names a racefuzz.toml says -> the finding kind their reports become.
 KINDS: dict[str, str] = {"address": "asan", "thread": "tsan"}
 _RUNTIMES = {"address": "libasan.so", "thread": "libtsan.so"}
+# ASan intercepts __cxa_throw by looking it up when it starts; in Python, which does not link
+# the C++ runtime, that lookup fails and the first C++ exception (ORT reporting any error)
+# aborts with "CHECK failed: ... real___cxa_throw" (google/sanitizers#934). Preloading the
+# C++ runtime after ASan's makes the lookup succeed.
+_ALSO_PRELOADED = {"address": ("libstdc++.so",), "thread": ()}
 _OPTIONS_VAR = {"address": "ASAN_OPTIONS", "thread": "TSAN_OPTIONS"}
 EXIT_CODE = 66  # what a sanitizer exits with after its report (TSan's own default)
 SUPPRESSIONS = Path(__file__).resolve().parent / "data" / "tsan.supp"
@@ -62,10 +67,20 @@ def _compilers() -> list[list[str]]:
     return found + [[name] for name in ("gcc", "cc", "clang") if shutil.which(name)]
 
 
-@functools.cache
 def runtime(sanitizer: str) -> Path:
     """The shared runtime of `sanitizer`, as the compiler names it; one error line if none."""
-    name = _RUNTIMES[sanitizer]
+    return _compiler_file(_RUNTIMES[sanitizer], f"the {sanitizer} sanitizer runtime")
+
+
+def preload(sanitizer: str) -> str:
+    """The `LD_PRELOAD` value: the runtime first, then what it needs beside it."""
+    needs = _ALSO_PRELOADED[sanitizer]
+    extra = [_compiler_file(name, "the C++ runtime ASan needs") for name in needs]
+    return ":".join(str(p) for p in (runtime(sanitizer), *extra))
+
+
+@functools.cache
+def _compiler_file(name: str, what: str) -> Path:
     for compiler in _compilers():
         try:
             out = subprocess.run(
@@ -81,8 +96,8 @@ def runtime(sanitizer: str) -> Path:
         if os.path.isabs(out) and os.path.isfile(out):
             return Path(os.path.realpath(out))
     raise RacefuzzError(
-        f"cannot find the {sanitizer} sanitizer runtime ({name}): no compiler ($CC, gcc, cc, "
-        f"clang) knows it; install it (e.g. the {name.removesuffix('.so')} package of your gcc)"
+        f"cannot find {what} ({name}): no compiler ($CC, gcc, cc, clang) knows it; install it "
+        f"(e.g. the {name.removesuffix('.so')} package of your gcc)"
     )
 
 
@@ -123,7 +138,7 @@ def env(sanitizer: str | None, suppressions: str | None = None) -> dict[str, str
     if sanitizer is None:
         return {}
     return {
-        "LD_PRELOAD": str(runtime(sanitizer)),
+        "LD_PRELOAD": preload(sanitizer),
         _OPTIONS_VAR[sanitizer]: options(sanitizer, suppressions),
         "DEBUGINFOD_URLS": "",
     }
