@@ -1,9 +1,11 @@
-"""The built-in targets: `testbed[:B1,..]`, `nxrt-cpu` and `cpu`.
+"""The built-in targets: `testbed[asan|tsan][:B1,..]`, `nxrt-cpu` and `cpu`.
 
 - `testbed`: racefuzz's own plugin EP (`testbed/`), one virtual AMD GPU with two backends chosen
   per session by provider option `profile`; its profiles are named after them, `dml` and `mgx`,
   as in the seed. `testbed:B3,B4` switches bugs on through `RACEFUZZ_TESTBED_BUGS`, read by the
   library when it loads. Testbed targets trace: the worker sets `RACEFUZZ_TESTBED_TRACE`.
+  `testbed[asan]` / `testbed[tsan]` (switches combine: `testbed[tsan]:B9`) is the same EP built
+  with AddressSanitizer / ThreadSanitizer, its library declared so (`Library.sanitizer`).
 - `nxrt-cpu`: a third-party plugin EP from PyPI (`nxrt-ep-cpu`), a real library racefuzz did not
   write. It defines no provider options (it accepts and ignores any), so its two profiles differ
   only in ORT's intra-op thread count; two sessions of one EP is what routing bugs need anyway.
@@ -21,15 +23,19 @@ from pathlib import Path
 
 from racefuzz.errors import RacefuzzError
 from racefuzz.models import BUILTIN as BUILTIN_MODELS
+from racefuzz.sanitizer import runtime as checked_runtime
 from racefuzz.target import Library, Profile, Target
 
-BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 9))
+BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 11))
 BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 TRACE_ENV = "RACEFUZZ_TESTBED_TRACE"
 TESTBED_EP = "RacefuzzTestbed"
 AMD_VENDOR_ID = 0x1002
 NXRT_EP = "cpu_ep"
 CPU_EP = "CPUExecutionProvider"
+# Testbed flavour -> the sanitizer it is built with (racefuzz.testbed.FLAVOURS, not imported:
+# that module builds native code and is loaded only when a testbed target is).
+FLAVOURS: dict[str, str] = {"asan": "address", "tsan": "thread"}
 # The ops the testbed computes are MatMul, Add, Relu and Mul: `conv` would run on ORT's CPU EP.
 _TESTBED_MODELS = ("tiny", "mlp", "wide")
 # nxrt-ep-cpu takes every node of the MLPs and none of `conv` (ORT's record of placement, shown
@@ -39,9 +45,14 @@ _NXRT_CPU_MODELS = ("tiny", "mlp", "wide")
 
 def load(spec: str) -> Target:
     """A built-in target from its spec; the caller checked the part before ':' is built-in."""
-    base, colon, _ = spec.partition(":")
+    head, colon, _ = spec.partition(":")
+    base, bracket, rest = head.partition("[")
+    flavour = rest.removesuffix("]")
+    if bracket and (base != "testbed" or not rest.endswith("]") or flavour not in FLAVOURS):
+        known = ", ".join(f"testbed[{f}]" for f in FLAVOURS)
+        raise RacefuzzError(f"unknown flavour in target '{spec}' (known: {known})")
     if base == "testbed":
-        return testbed_target(parse_bugs(spec) if colon else ())
+        return testbed_target(parse_bugs(spec) if colon else (), flavour=flavour)
     if colon:
         raise RacefuzzError(f"target '{base}' takes no ':' arguments (got '{spec}')")
     if base == "nxrt-cpu":
@@ -66,14 +77,21 @@ def _canonical(items: Sequence[str], spec: str) -> tuple[str, ...]:
     return tuple(b for b in BUGS if b in found)
 
 
-def testbed_target(bugs: Sequence[str] = (), library_path: Path | None = None) -> Target:
-    """The testbed with `bugs` switched on; `library_path` None asks `racefuzz.testbed`."""
+def testbed_target(
+    bugs: Sequence[str] = (), library_path: Path | None = None, flavour: str = ""
+) -> Target:
+    """The testbed with `bugs` switched on, built plain or in a sanitizer `flavour`;
+    `library_path` None asks `racefuzz.testbed`."""
     bugs = _canonical(bugs, "testbed:" + ",".join(bugs))
+    sanitizer = FLAVOURS[flavour] if flavour else None
+    if sanitizer is not None:
+        checked_runtime(sanitizer)  # before a build that could not run anyway
     if library_path is None:
         # Imported by name: the testbed package builds native code and is optional here.
         testbed = importlib.import_module("racefuzz.testbed")
-        library_path = Path(testbed.library_path())
-    name = "testbed:" + ",".join(bugs) if bugs else "testbed"
+        library_path = Path(testbed.library_path(flavour=flavour))
+    base = f"testbed[{flavour}]" if flavour else "testbed"
+    name = f"{base}:" + ",".join(bugs) if bugs else base
     switched = ", ".join(bugs) if bugs else "none (the seed's final design, residual R1 only)"
     profiles = tuple(
         Profile(
@@ -92,7 +110,7 @@ def testbed_target(bugs: Sequence[str] = (), library_path: Path | None = None) -
     return Target(
         name=name,
         description=f"racefuzz's testbed EP, a virtual AMD GPU; bugs: {switched}",
-        libraries=(Library("testbed", library_path),),
+        libraries=(Library("testbed", library_path, sanitizer),),
         profiles=profiles,
         models=_TESTBED_MODELS,
         # Always set, even empty, so a value left in the user's shell cannot switch bugs on.

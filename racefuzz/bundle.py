@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
-from racefuzz import envinfo, models
+from racefuzz import envinfo, models, sanitizer
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.report import render
-from racefuzz.repro_script import repro_source
+from racefuzz.repro_script import SUPPRESSIONS_NAME, repro_source
 from racefuzz.run_json import run_to_json
 from racefuzz.schedule import Schedule, dumps
 from racefuzz.target import Target, is_builtin
@@ -142,6 +142,8 @@ def _fill_bundle(
     version = env["racefuzz"] or ""
     script = repro_source(minimal, finding, target, model_bytes, seed=seed, version=version)
     (folder / "repro.py").write_text(script, encoding="utf-8")
+    if target.sanitizer == "thread":  # repro.py's TSAN_OPTIONS name the copy beside it
+        shutil.copyfile(sanitizer.SUPPRESSIONS, folder / SUPPRESSIONS_NAME)
     (folder / "report.md").write_text(render(folder), encoding="utf-8")
 
 

@@ -205,7 +205,9 @@ class Campaign:
             await trio.sleep(0.5)
 
     async def _job(self, slot: int) -> None:
-        launcher = ZygoteLauncher() if self.config.zygote and zygote_available() else None
+        # A sanitizer's runtime must be preloaded, which a fork of the zygote cannot do.
+        forks = self.config.zygote and zygote_available() and self.target.sanitizer is None
+        launcher = ZygoteLauncher() if forks else None
         try:
             await self._job_loop(launcher)
         finally:

@@ -32,7 +32,7 @@ from typing import IO, Any, Protocol
 
 import psutil
 
-from racefuzz import models, native_stack, oracles
+from racefuzz import models, native_stack, oracles, sanitizer, sanitizer_report
 from racefuzz.errors import InternalError
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Schedule, to_json_obj
@@ -139,11 +139,12 @@ def extract_stacks(stderr: str) -> str:
 
 
 def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
-    """What the worker adds to its environment: the target's (bug switches) and the trace."""
-    env = dict(target.env)
+    """What the worker adds to its environment: the target's (bug switches), the sanitizer
+    runtime and its options when the target's libraries were built with one, and the trace."""
+    env = sanitizer.merged(target.env, target.sanitizer)
     env["PYTHONFAULTHANDLER"] = "1"
     tracer = native_stack.tracer_library()
-    if tracer is not None:
+    if tracer is not None and target.sanitizer is None:  # a sanitizer reports faults itself
         env[TRACER_ENV] = str(tracer)
     if trace_path is not None:
         env["RACEFUZZ_TESTBED_TRACE"] = str(trace_path)
@@ -208,9 +209,12 @@ def run(
     """Run `schedule` against `target` in a fresh worker; judged by the oracles.
 
     Every worker started is tracked until it ends, so `kill_all` can end a cancelled one.
-    `launcher` picks how the worker starts (default: spawn; see `zygote_pool`).
+    `launcher` picks how the worker starts (default: spawn; see `zygote_pool`). A target built
+    with a sanitizer always spawns: its runtime must be preloaded, which a fork cannot do.
     """
     options = options or RunOptions()
+    if target.sanitizer is not None:
+        launcher = _SPAWN
     job = json.dumps(job_for(target, schedule, options))
     with tempfile.TemporaryDirectory(prefix="racefuzz-run-") as tmp:
         trace_path = Path(tmp, "trace.jsonl") if target.trace else None
@@ -236,8 +240,15 @@ def run(
         stderr_tail=stderr[-STDERR_TAIL:],
         stacks=extract_stacks(stderr),
         trace=trace,
+        sanitizer_reports=sanitizer_report.extract(stderr),
     )
-    return oracles.judge(result, target.library_of)
+    return oracles.judge(result, target.library_of, ep_modules(target))
+
+
+def ep_modules(target: Target) -> tuple[str, ...]:
+    """The file names of the target's libraries: a sanitizer report's frames in them are the
+    EP's own."""
+    return tuple(lib.path.name for lib in target.libraries)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

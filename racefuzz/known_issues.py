@@ -7,10 +7,10 @@ file can serve a CI job that fuzzes several targets:
     {"version": 1, "targets": {"testbed": [
         {"cluster": "zeroed|read|output N: all zeros", "title": "...", "note": "R1"}]}}
 
-The target key is the target's name without its bug switches (`testbed:B3` reads `testbed`'s
-list): switches change the library's behaviour, not which bugs are already filed. A cluster key is
-`Finding.cluster`. `racefuzz run --write-known FILE` adds a campaign's clusters to the file (kept
-entries and other targets stay); `--known FILE` reads it.
+The target key is the target's name without its bug switches or flavour (`testbed:B3` and
+`testbed[tsan]` read `testbed`'s list): switches change the library's behaviour, not which bugs
+are already filed. A cluster key is `Finding.cluster`. `racefuzz run --write-known FILE` adds a
+campaign's clusters to the file (kept entries and other targets stay); `--known FILE` reads it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ VERSION = 1
 
 
 def target_key(target_name: str) -> str:
-    return target_name.split(":", 1)[0]
+    # `testbed[tsan]:B9` reads `testbed`'s list: a sanitizer build is the same EP, so the
+    # issues filed against it (R1) are the same; what only a sanitizer sees is a new cluster.
+    return target_name.split(":", 1)[0].split("[", 1)[0]
 
 
 def _read(path: Path) -> dict[str, Any]:

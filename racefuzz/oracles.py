@@ -6,7 +6,9 @@
 - `crash`: the worker died by a signal or an abnormal exit; `hang`: no progress in time;
   `leak`: the worker's memory passed its ceiling (both attributed to the steps in flight);
 - `misroute` (testbed only, white-box): the trace shows a copy or compute served by a backend
-  that does not own the memory it touched.
+  that does not own the memory it touched;
+- `asan` / `tsan`: an EP built with a sanitizer reported (`sanitizer_report`), whatever the
+  outputs were; it replaces the crash finding of the sanitizer's own exit.
 
 A signature (kind, op, profiles, normalised message) identifies a bug across runs: numbers,
 addresses and quoted names are stripped so that two runs of one bug share it. Which findings
@@ -16,11 +18,11 @@ count (order-induced vs fails alone too) is decided by `baseline`, not here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from racefuzz import contract
+from racefuzz import contract, sanitizer, sanitizer_report
 from racefuzz.outcome import Check, Exit, Finding, RunResult
 from racefuzz.schedule import Schedule
 
@@ -166,17 +168,41 @@ def trace_buffers(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return found
 
 
-def judge(result: RunResult, library_of: contract.LibraryOf | None = None) -> RunResult:
+def sanitizer_findings(result: RunResult, ep_modules: Sequence[str]) -> list[Finding]:
+    """One finding per sanitizer report, placed on the steps in flight when it was written."""
+    sched, steps = result.schedule, list(result.in_flight)
+    return [
+        Finding(
+            sanitizer_report.kind(text),
+            _ops(sched, steps),
+            sanitizer_report.summary(text, ep_modules),
+            _profiles(sched, steps),
+            steps[0] if steps else None,
+            text,
+        )
+        for text in result.sanitizer_reports
+    ]
+
+
+def judge(
+    result: RunResult,
+    library_of: contract.LibraryOf | None = None,
+    ep_modules: Sequence[str] = (),
+) -> RunResult:
     """The result with its findings, one per signature (the earliest step wins).
 
     A finding at or after the schedule's first breach of ORT's contract (`racefuzz.contract`,
     with `library_of` mapping profiles to EP libraries) is labelled misuse; so is one with no
-    step to place it (a misroute), since the breach may be what caused it.
+    step to place it (a misroute), since the breach may be what caused it. `ep_modules` are the
+    file names of the EP libraries, whose frames identify a sanitizer report.
     """
     found = step_findings(result)
+    reports = sanitizer_findings(result, ep_modules)
     crash = exit_finding(result)
-    if crash is not None:
+    # The sanitizer's own exit after its report is not a second finding.
+    if crash is not None and not (reports and result.returncode == sanitizer.EXIT_CODE):
         found.append(crash)
+    found.extend(reports)
     found.extend(misroute_findings(result))
     breach = contract.first_breach(result.schedule, library_of)
     if breach is not None:

@@ -54,6 +54,7 @@ class Finding:
     """
 
     kind: str  # error | crash | hang | zeroed | mismatch | corrupt-copy | misroute | leak
+    # | asan | tsan (a sanitizer's report; `message`: its type and frames in the EP)
     op: str
     message: str
     profiles: tuple[str, ...]
@@ -80,6 +81,8 @@ class Finding:
         shows on several profiles. A misuse never shares a cluster with an EP bug."""
         if self.kind == "crash":
             key = f"crash|{self.message}|{self.crash_state or self.op}"
+        elif self.kind in ("asan", "tsan"):
+            key = f"{self.kind}|{self.message}"  # the report's type and EP frames say it all
         elif self.kind in ("hang", "leak"):
             key = f"{self.kind}|{self.op}"
         else:
@@ -109,6 +112,7 @@ class RunResult:
     stacks: str = ""  # faulthandler's dump of every thread, when there was one
     stderr_tail: str = ""
     trace: tuple[dict[str, Any], ...] = ()  # testbed trace lines, when tracing was on
+    sanitizer_reports: tuple[str, ...] = ()  # ASan/TSan reports the worker wrote to stderr
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
     findings: tuple[Finding, ...] = field(default=())

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Any
 
-from racefuzz import models
+from racefuzz import models, sanitizer
 from racefuzz.errors import RacefuzzError
 from racefuzz.target import Target
 
@@ -32,7 +32,7 @@ def probe(target: Target) -> dict[str, Any]:
             capture_output=True,
             text=True,
             timeout=120,
-            env={**os.environ, **target.env},
+            env={**os.environ, **sanitizer.merged(target.env, target.sanitizer)},
         )
     except subprocess.TimeoutExpired:
         return {"error": "loading the EP libraries did not finish within 120 s"}

@@ -4,15 +4,15 @@ An EP developer receiving a ticket has onnxruntime, numpy and their own EP build
 so the script embeds all a replay needs: the source of racefuzz's worker ops and sequencer (exec'd
 into module namespaces: the replay runs the code racefuzz ran, not a hand-written copy), that of
 `oracles.normalise`, the schedule, the resolved profiles, the models (base64 ONNX), the target's
-environment and the finding's kind, op and normalised message. Each replay runs in a child
-process, so a crash or a hang is observed, not fatal. The target's environment applies only where
-the caller's does not set a variable: `RACEFUZZ_TESTBED_BUGS= python repro.py ...` runs the
-testbed's fixed design. This module only builds text; it never runs the script.
+environment (with a sanitizer's preload and options) and the finding's kind, op and normalised
+message; a sanitizer finding is judged by the embedded `sanitizer_report`. Each replay runs in a
+child process, so a crash or a hang is observed, not fatal. The target's environment applies only
+where the caller's does not set a variable: `RACEFUZZ_TESTBED_BUGS= python repro.py ...` runs
+the testbed's fixed design. This module only builds text; it never runs the script.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
 import inspect
 import json
@@ -20,8 +20,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from racefuzz import oracles
+from racefuzz import sanitizer, sanitizer_report
 from racefuzz.outcome import Finding
+from racefuzz.repro_parts import literal, normalise_source, text_timeline, usage
 from racefuzz.schedule import Op, Schedule, to_json_obj
 from racefuzz.target import Target
 from racefuzz.worker import INTERNAL_EXIT, ops, sequencer
@@ -128,7 +129,8 @@ def replay(job, env, step_timeout):
 
 def child_env(environ):
     """The child's environment: the target's variables, except where the caller set them."""
-    env = {**TARGET_ENV, **environ}
+    here = os.path.dirname(os.path.abspath(__file__))  # where a sanitizer's files are
+    env = {**{k: v.replace("@REPRO_DIR@", here) for k, v in TARGET_ENV.items()}, **environ}
     env["PYTHONFAULTHANDLER"] = "1"
     return env
 
@@ -139,9 +141,13 @@ def how_it_died(returncode):
     return f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
 
 
-def verdict(events, returncode, hung, trace_path, normalise):
-    """(reproduced, what this replay did) for one replay."""
+def verdict(events, returncode, hung, trace_path, normalise, reports):
+    """(reproduced, what this replay did) for one replay; `reports`: (kind, summary) of each
+    sanitizer report in its stderr."""
     steps, kind, op = SCHEDULE["steps"], FINDING["kind"], FINDING["op"]
+    for found, summary in reports:
+        if (found, summary) == (kind, FINDING["message"]):
+            return True, f"{found}: {summary}"
 
     def op_of(i):  # index len(steps) is racefuzz's teardown step
         return steps[i]["op"] if i < len(steps) else "teardown"
@@ -222,6 +228,8 @@ def main(argv):
         print(f"repro.py: error: {e}", file=sys.stderr)
         return 2
     normalise = load_module("racefuzz_normalise", NORMALISE_SOURCE).normalise
+    sanitizer = load_module("racefuzz_sanitizer_report", SANITIZER_REPORT_SOURCE)
+    files = [os.path.basename(path) for path in libraries.values()]
     env = child_env(os.environ)
     print(f"racefuzz repro: {FINDING['kind']} in {FINDING['op']}: {FINDING['message']}")
     print(TIMELINE)
@@ -245,7 +253,9 @@ def main(argv):
                 print(f"repro.py: error: the replay process failed to start: {tail}",
                       file=sys.stderr)
                 return 2
-            ok, what = verdict(events, returncode, hung, trace, normalise)
+            reports = [(sanitizer.kind(r), sanitizer.summary(r, files))
+                       for r in sanitizer.extract(stderr)]
+            ok, what = verdict(events, returncode, hung, trace, normalise, reports)
             hits += ok
             print(f"replay {n}/{args.times}: {'REPRODUCED' if ok else 'not reproduced'}: {what}")
             if (hung or returncode != 0) and not shown and stderr.strip():
@@ -275,6 +285,9 @@ MODELS = {  # ONNX models, base64
 # racefuzz/oracles.py: normalise
 NORMALISE_SOURCE = @@NORMALISE@@
 
+# racefuzz/sanitizer_report.py
+SANITIZER_REPORT_SOURCE = @@SANITIZER_REPORT@@
+
 # racefuzz/worker/sequencer.py
 SEQUENCER_SOURCE = @@SEQUENCER@@
 
@@ -289,62 +302,20 @@ if __name__ == "__main__":
 '''
 
 
-def literal(text: str) -> str:
-    """A Python literal for `text`: a raw triple-quoted string when that reads back exactly."""
-    candidate = f"r'''{text}'''"
-    try:
-        if ast.literal_eval(candidate) == text:
-            return candidate
-    except (SyntaxError, ValueError):
-        pass  # e.g. the text holds ''' or ends with a quote or a backslash
-    return repr(text)
+def repro_env(target: Target) -> dict[str, str]:
+    """The target's environment with its sanitizer's preload and options; the suppressions
+    file is the bundle's copy beside the script (`write_bundle` puts it there)."""
+    supp = f"@REPRO_DIR@/{SUPPRESSIONS_NAME}"
+    return {**target.env, **sanitizer.env(target.sanitizer, suppressions=supp)}
 
 
-def normalise_source() -> str:
-    """`oracles.normalise` and the compiled patterns it reads, as a stand-alone module."""
-    lines = ["import re", ""]
-    for name in oracles.normalise.__code__.co_names:
-        value = getattr(oracles, name, None)
-        if isinstance(value, re.Pattern):
-            flags = value.flags & ~re.UNICODE
-            extra = f", {re.RegexFlag(flags)!r}" if flags else ""
-            lines.append(f"{name} = re.compile({value.pattern!r}{extra})")
-    return "\n".join(lines) + "\n\n\n" + inspect.getsource(oracles.normalise)
+SUPPRESSIONS_NAME = "tsan.supp"
 
 
 def libraries_registered(schedule: Schedule, target: Target) -> list[str]:
     """The target's libraries the schedule registers (all of them for a bare `register`)."""
     named = {s.library for s in schedule.steps if s.op in (Op.REGISTER, Op.UNREGISTER)}
     return [lib.name for lib in target.libraries if None in named or lib.name in named]
-
-
-def text_timeline(schedule: Schedule, failing_step: int | None = None) -> str:
-    """A plain-text table, one column per thread, for terminals and the script's output."""
-    rows = [["#", *(f"thread {t}" for t in range(schedule.threads))]]
-    for i, s in enumerate(schedule.steps):
-        cells = [""] * schedule.threads
-        text = s.describe()
-        if s.group is not None:
-            text += f" [overlap {s.group}]"
-        if s.jitter_us:
-            text += f" (+{s.jitter_us}us)"
-        if i == failing_step:
-            text += " <- failed"
-        cells[s.thread] = text
-        rows.append([str(i), *cells])
-    if failing_step == len(schedule.steps):  # the worker's teardown, on the main thread
-        rows.append([str(failing_step), "teardown <- failed", *[""] * (schedule.threads - 1)])
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
-
-
-def usage(libraries: list[str]) -> str:
-    """The library arguments of the usage line, each with a leading space ('' for none)."""
-    if len(libraries) == 1:
-        return " PATH_TO_EP_LIBRARY"
-    return "".join(f" --library {name}=PATH" for name in libraries)
 
 
 def repro_source(
@@ -382,13 +353,14 @@ def repro_source(
         "SCHEDULE": literal(json.dumps(to_json_obj(schedule), indent=1)),
         "PROFILES": literal(json.dumps(profiles, indent=1)),
         "LIBRARIES": repr(libraries),
-        "ENV": literal(json.dumps(dict(target.env), indent=1)),
+        "ENV": literal(json.dumps(repro_env(target), indent=1)),
         "TRACE": repr(target.trace),
         "INTERNAL_EXIT": repr(INTERNAL_EXIT),
         "STEP_TIMEOUT": repr(float(step_timeout)),
         "SEED": repr(seed),
         "MODELS": "\n".join(encoded),
         "NORMALISE": literal(normalise_source()),
+        "SANITIZER_REPORT": literal(inspect.getsource(sanitizer_report)),
         "SEQUENCER": literal(inspect.getsource(sequencer)),
         "WORKER": literal(inspect.getsource(worker_main)),
         "OPS": literal(inspect.getsource(ops)),

@@ -6,11 +6,10 @@ models to run, environment variables the worker sets before loading anything, an
 Aliases let the named scenario schedules, written with the seed's profile names `dml` and
 `mgx`, apply to any target: a target maps those names onto two of its own profiles.
 
-Targets come from a built-in name (`testbed`, `testbed:B3,B4`, `nxrt-cpu`, `cpu`; see
-`builtin_targets`) or from a `[targets.NAME]` table of a TOML config (`racefuzz.toml` in the
-current folder unless one is given; `examples/racefuzz.toml` shows every key). Every config
-error is one `RacefuzzError` line naming the file and the key. Paths in a config are relative to
-its folder and stored absolute, because workers may run elsewhere.
+Targets come from a built-in name (`testbed`, `testbed:B3,B4`, `testbed[tsan]`, `nxrt-cpu`,
+`cpu`; see `builtin_targets`) or from a `[targets.NAME]` table of a TOML config (`racefuzz.toml`
+in the current folder unless one is given; `examples/racefuzz.toml` shows every key), read by
+`target_config`.
 
 A target crosses into worker processes as JSON (`to_json`/`from_json`). This module does not
 import onnxruntime: registering libraries and creating sessions is the worker's job.
@@ -18,14 +17,13 @@ import onnxruntime: registering libraries and creating sessions is the worker's 
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from racefuzz import sanitizer
 from racefuzz.errors import RacefuzzError
-from racefuzz.models import BUILTIN as BUILTIN_MODELS
 from racefuzz.schedule import Schedule
 
 BUILTIN_TARGETS: tuple[str, ...] = ("testbed", "nxrt-cpu", "cpu")
@@ -70,6 +68,15 @@ class Library:
 
     name: str
     path: Path  # absolute
+    sanitizer: str | None = None  # "address" | "thread": built with -fsanitize=<this>
+
+    def __post_init__(self) -> None:
+        if self.sanitizer is not None:
+            sanitizer.check_name(self.sanitizer)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "path": str(self.path)}
+        return d | ({"sanitizer": self.sanitizer} if self.sanitizer else {})
 
 
 @dataclass(frozen=True)
@@ -131,8 +138,17 @@ class Target:
         if problems:
             raise RacefuzzError(f"target '{self.name}': {problems[0]}")
 
+    @property
+    def sanitizer(self) -> str | None:
+        """The sanitizer whose runtime the worker preloads for these libraries, if any."""
+        return sanitizer.of_libraries(lib.sanitizer for lib in self.libraries)
+
     def _problems(self) -> list[str]:
         out: list[str] = []
+        try:
+            sanitizer.of_libraries(lib.sanitizer for lib in self.libraries)
+        except RacefuzzError as e:
+            out.append(str(e))
         libraries = {lib.name for lib in self.libraries}
         names = [p.name for p in self.profiles]
         if len(set(names)) != len(names):
@@ -188,7 +204,7 @@ class Target:
         return {
             "name": self.name,
             "description": self.description,
-            "libraries": [{"name": lib.name, "path": str(lib.path)} for lib in self.libraries],
+            "libraries": [lib.to_json() for lib in self.libraries],
             "profiles": [p.to_json() for p in self.profiles],
             "models": list(self.models),
             "env": dict(self.env),
@@ -201,7 +217,9 @@ class Target:
         return cls(
             name=obj["name"],
             description=obj.get("description", ""),
-            libraries=tuple(Library(d["name"], Path(d["path"])) for d in obj["libraries"]),
+            libraries=tuple(
+                Library(d["name"], Path(d["path"]), d.get("sanitizer")) for d in obj["libraries"]
+            ),
             profiles=tuple(Profile.from_json(d) for d in obj["profiles"]),
             models=tuple(obj["models"]),
             env=obj.get("env", {}),
@@ -235,12 +253,14 @@ def describe(target: Target) -> str:
 
 
 def is_builtin(spec: str) -> bool:
-    return spec.partition(":")[0] in BUILTIN_TARGETS
+    # `testbed[tsan]:B9`: the name before any flavour and switches.
+    return spec.partition(":")[0].partition("[")[0] in BUILTIN_TARGETS
 
 
 def load_target(spec: str, config: Path | None = None) -> Target:
     """A built-in target by name, else the `[targets.<spec>]` table of the config."""
     from racefuzz import builtin_targets  # it imports this module
+    from racefuzz.target_config import Reader  # so does this one
 
     if config is not None and not config.is_file():
         raise RacefuzzError(f"cannot read config '{config}': no such file")
@@ -249,7 +269,7 @@ def load_target(spec: str, config: Path | None = None) -> Target:
     path = config if config is not None else Path(DEFAULT_CONFIG)
     if config is None and not path.is_file():
         raise _unknown_target(spec, f"no {DEFAULT_CONFIG} in the current folder")
-    reader = _Reader(path)
+    reader = Reader(path)
     targets = reader.targets()
     for name in targets:
         if is_builtin(name):
@@ -261,162 +281,5 @@ def load_target(spec: str, config: Path | None = None) -> Target:
 
 
 def _unknown_target(spec: str, config_part: str) -> RacefuzzError:
-    builtins = "testbed[:B1,..,B8], " + ", ".join(BUILTIN_TARGETS[1:])
+    builtins = "testbed[asan|tsan][:B1,..,B10], " + ", ".join(BUILTIN_TARGETS[1:])
     return RacefuzzError(f"unknown target '{spec}' (built-in: {builtins}; {config_part})")
-
-
-# --- config files -----------------------------------------------------------------------------
-
-_TARGET_KEYS = ("description", "models", "env", "trace", "libraries", "profiles", "aliases")
-_PROFILE_KEYS = (
-    "library",
-    "ep",
-    "device",
-    "vendor_id",
-    "options",
-    "intra_op_threads",
-    "session_config",
-)
-
-
-class _Reader:
-    """Reads one config file; every error names the file and the dotted key."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.label = str(path)
-        self.folder = path.parent.resolve()
-
-    def fail(self, key: str, message: str) -> NoReturn:
-        raise RacefuzzError(f"{self.label}: {key}: {message}")
-
-    def targets(self) -> dict[str, Any]:
-        try:
-            with self.path.open("rb") as f:
-                data = tomllib.load(f)
-        except FileNotFoundError:
-            raise RacefuzzError(f"cannot read config '{self.label}': no such file") from None
-        except OSError as e:
-            raise RacefuzzError(f"cannot read config '{self.label}': {e.strerror}") from None
-        except tomllib.TOMLDecodeError as e:
-            reason = " ".join(str(e).split())
-            raise RacefuzzError(f"{self.label}: not valid TOML: {reason}") from None
-        return self.table(data, "targets", "targets") if "targets" in data else {}
-
-    def table(self, parent: Mapping[str, Any], name: str, key: str) -> dict[str, Any]:
-        value = parent.get(name, {})
-        if not isinstance(value, dict):
-            self.fail(key, "must be a table")
-        return value
-
-    def only(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str) -> None:
-        for name in table:
-            if name not in allowed:
-                self.fail(key, f"unknown key '{name}' (known: {', '.join(allowed)})")
-
-    def strings(self, parent: Mapping[str, Any], name: str, key: str) -> dict[str, str]:
-        """A table of strings; numbers are accepted and written as text (ORT wants strings)."""
-        out: dict[str, str] = {}
-        for k, v in self.table(parent, name, f"{key}.{name}").items():
-            if isinstance(v, bool) or not isinstance(v, str | int | float):
-                self.fail(f"{key}.{name}", f"'{k}' must be a string or a number")
-            out[k] = str(v)
-        return out
-
-    def target(self, name: str, raw: object) -> Target:
-        key = f"targets.{name}"
-        if not isinstance(raw, dict):
-            self.fail(key, "must be a table")
-        self.only(raw, _TARGET_KEYS, key)
-        description, trace = raw.get("description", ""), raw.get("trace", False)
-        if not isinstance(description, str):
-            self.fail(key, "'description' must be a string")
-        if not isinstance(trace, bool):
-            self.fail(key, "'trace' must be true or false")
-        libraries = tuple(
-            self.library(f"{key}.libraries.{k}", k, v)
-            for k, v in self.table(raw, "libraries", f"{key}.libraries").items()
-        )
-        known_libraries = {lib.name for lib in libraries}
-        profiles = tuple(
-            self.profile(f"{key}.profiles.{k}", k, v, known_libraries)
-            for k, v in self.table(raw, "profiles", f"{key}.profiles").items()
-        )
-        if not profiles:
-            self.fail(key, f"needs at least one profile ([{key}.profiles.NAME])")
-        aliases = self.strings(raw, "aliases", key)
-        profile_names = {p.name for p in profiles}
-        for alias, to in aliases.items():
-            if alias in profile_names:
-                self.fail(f"{key}.aliases", f"'{alias}' is already a profile")
-            if to not in profile_names:
-                self.fail(f"{key}.aliases", f"'{alias}' names unknown profile '{to}'")
-        return Target(
-            name=name,
-            description=description,
-            libraries=libraries,
-            profiles=profiles,
-            models=self.models(raw, key),
-            env=self.strings(raw, "env", key),
-            aliases=aliases,
-            trace=trace,
-        )
-
-    def library(self, key: str, name: str, raw: object) -> Library:
-        if not isinstance(raw, str) or not raw:
-            self.fail(key, "must be the path of the EP library file")
-        path = self.folder / Path(raw).expanduser()
-        if not path.is_file():
-            why = "not a file" if path.exists() else "no such file"
-            self.fail(key, f"cannot load EP library '{path}': {why}")
-        return Library(name, path)
-
-    def profile(self, key: str, name: str, raw: object, libraries: set[str]) -> Profile:
-        if not isinstance(raw, dict):
-            self.fail(key, "must be a table")
-        self.only(raw, _PROFILE_KEYS, key)
-        library, ep, device = raw.get("library"), raw.get("ep"), raw.get("device")
-        vendor, threads = raw.get("vendor_id"), raw.get("intra_op_threads")
-        if ep is None:
-            self.fail(key, "needs 'ep' (the EP name that onnxruntime.get_ep_devices() lists)")
-        if not isinstance(ep, str) or not ep:
-            self.fail(key, "'ep' must be a non-empty string")
-        if library is not None and library not in libraries:
-            self.fail(key, f"'library' names unknown library '{library}'")
-        if device is not None and device not in DEVICE_TYPES:
-            self.fail(key, f"'device' must be one of {', '.join(DEVICE_TYPES)}, not {device!r}")
-        if vendor is not None and (not _is_int(vendor) or not 0 <= vendor < 2**32):
-            self.fail(key, "'vendor_id' must be an integer such as 0x1002")
-        if threads is not None and (not _is_int(threads) or threads < 1):
-            self.fail(key, "'intra_op_threads' must be a positive integer")
-        return Profile(
-            name=name,
-            library=library,
-            ep_name=ep,
-            provider_options=self.strings(raw, "options", key),
-            device_type=device,
-            vendor_id=vendor,
-            intra_op_threads=threads,
-            session_config=self.strings(raw, "session_config", key),
-        )
-
-    def models(self, raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
-        models = raw.get("models", list(BUILTIN_MODELS))
-        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
-            self.fail(key, "'models' must be a list of model names or .onnx paths")
-        if not models:
-            self.fail(key, "'models' must list at least one model")
-        out: list[str] = []
-        for model in models:
-            if model in BUILTIN_MODELS:
-                out.append(model)
-                continue
-            path = self.folder / Path(model).expanduser()
-            if not path.is_file():
-                self.fail(f"{key}.models", f"model '{model}' not found")
-            out.append(str(path))
-        return tuple(out)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

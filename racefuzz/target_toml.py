@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from racefuzz.target import Target
+from racefuzz.target import Library, Target
 
 
 def _str(text: str) -> str:
@@ -31,6 +31,12 @@ def _value(v: object) -> str:
     return _str(str(v))
 
 
+def _library(lib: Library) -> str:
+    if lib.sanitizer is None:
+        return _str(str(lib.path))
+    return _table({"path": str(lib.path), "sanitizer": lib.sanitizer})
+
+
 def target_toml(target: Target) -> str:
     head = f"targets.{_str(target.name)}"
     lines = [
@@ -42,7 +48,7 @@ def target_toml(target: Target) -> str:
         f"trace = {_value(target.trace)}",
         "",
         f"[{head}.libraries]",
-        *(f"{_str(lib.name)} = {_str(str(lib.path))}" for lib in target.libraries),
+        *(f"{_str(lib.name)} = {_library(lib)}" for lib in target.libraries),
     ]
     for p in target.profiles:
         lines += ["", f"[{head}.profiles.{_str(p.name)}]", f"ep = {_str(p.ep_name)}"]

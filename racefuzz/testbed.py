@@ -6,7 +6,8 @@ unchanged one never does. The cache root is `$RACEFUZZ_CACHE` or `~/.cache/racef
 - `ort-headers/`: the npm tarball `com.github.asus4.onnxruntime-0.4.9.tgz` (ORT 1.29 C headers,
   `ORT_API_VERSION` 29, EP ABI included; fetched once with `npm pack`, checked against its npm
   sha512 integrity) and the `Headers/` folder extracted from it. Headers are never committed.
-- `testbed/<key>/`: the built library, moved into place atomically.
+- `testbed/<key>/`: the built library, moved into place atomically. A sanitizer flavour
+  (`FLAVOURS`: `asan`, `tsan`) is part of the key and builds with `-fsanitize=...`.
 One lock file serialises builds, so two processes starting at once build once.
 
 What it does not do: pick bug switches (that is `bug_env()`, read by the library at load) or
@@ -34,8 +35,10 @@ from pathlib import Path
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 
-BUGS: tuple[str, ...] = ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8")
+BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 11))
 BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
+# Flavour -> the -fsanitize value it builds with (and the sanitizer its library declares).
+FLAVOURS: dict[str, str] = {"asan": "address", "tsan": "thread"}
 
 HEADERS_PACKAGE = "com.github.asus4.onnxruntime@0.4.9"
 HEADERS_TARBALL = "com.github.asus4.onnxruntime-0.4.9.tgz"
@@ -83,11 +86,14 @@ def library_file_name() -> str:
     return "libracefuzz_testbed.so"
 
 
-def library_path(progress: Progress | None = None) -> Path:
+def library_path(progress: Progress | None = None, flavour: str = "") -> Path:
     """The testbed EP library, built on first use (progress lines go to `progress`, default
-    stderr). Raises TestbedBuildError when it cannot be built."""
+    stderr); `flavour` one of FLAVOURS for a sanitizer build. Raises TestbedBuildError when it
+    cannot be built."""
+    if flavour and flavour not in FLAVOURS:
+        raise RacefuzzError(f"unknown testbed flavour '{flavour}' (known: {', '.join(FLAVOURS)})")
     report = progress if progress is not None else _print_to_stderr
-    target = cache_root() / "testbed" / _source_key() / library_file_name()
+    target = cache_root() / "testbed" / _source_key(flavour) / library_file_name()
     if target.is_file():
         return target
     with _locked(cache_root() / "testbed.lock", report):
@@ -95,8 +101,8 @@ def library_path(progress: Progress | None = None) -> Path:
             return target
         cmake = _require_build_tools()
         headers = _headers(report)
-        report("racefuzz: building testbed EP…")
-        _build(cmake, headers, target, report)
+        report(f"racefuzz: building testbed EP{f' ({flavour})' if flavour else ''}…")
+        _build(cmake, headers, target, FLAVOURS.get(flavour, ""), report)
     return target
 
 
@@ -120,10 +126,12 @@ def _source_files() -> list[Path]:
     )
 
 
-def _source_key() -> str:
+def _source_key(flavour: str = "") -> str:
     digest = hashlib.sha256()
     # The platform is part of the key: one cache may be shared by machines of several kinds.
-    for part in (HEADERS_PACKAGE, sys.platform, platform.machine()):
+    # The plain build hashes no flavour, so its key is what it was before flavours existed.
+    flavoured = [flavour] if flavour else []
+    for part in (HEADERS_PACKAGE, sys.platform, platform.machine(), *flavoured):
         digest.update(part.encode() + b"\0")
     for path in _source_files():
         digest.update(path.relative_to(_SOURCES).as_posix().encode() + b"\0")
@@ -205,7 +213,7 @@ def _only_headers(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     return tarfile.data_filter(member.replace(name=member.name[len(_HEADERS_IN_TARBALL) :]), dest)
 
 
-def _build(cmake: str, headers: Path, target: Path, report: Progress) -> None:
+def _build(cmake: str, headers: Path, target: Path, sanitizer: str, report: Progress) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent.parent, prefix="build-") as tmp:
         build = Path(tmp)
@@ -218,6 +226,7 @@ def _build(cmake: str, headers: Path, target: Path, report: Progress) -> None:
                 str(build),
                 "-DCMAKE_BUILD_TYPE=Release",
                 f"-DORT_HEADERS_DIR={headers}",
+                f"-DRACEFUZZ_SANITIZER={sanitizer}",
             ],
             cwd=build,
             what="cmake configure",

@@ -36,9 +36,10 @@ struct Switches {
       start = comma + 1;
       if (name.empty()) continue;
       int index = 0;
-      if (name.size() == 2 && (name[0] == 'B' || name[0] == 'b') && name[1] >= '1' &&
-          name[1] < '1' + kBugCount) {
-        index = name[1] - '0';
+      if (name.size() >= 2 && name.size() <= 3 && (name[0] == 'B' || name[0] == 'b') &&
+          name.find_first_not_of("0123456789", 1) == std::string::npos && name[1] != '0') {
+        index = std::atoi(name.c_str() + 1);
+        if (index > kBugCount) index = 0;
       }
       if (index == 0) {
         unknown += unknown.empty() ? name : ", " + name;

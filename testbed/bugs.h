@@ -18,9 +18,12 @@ enum class Bug : int {
   kNullHookIsSuccess,    // B6: EP_CALL_S treats a null backend allocator hook as success
   kNoComputeSync,        // B7: no per-Compute sync (#86), D2H not ordered on the stream
   kTornSlotWrite,        // B8: the slot is two fields written one after the other
+  // Not seed behaviours: memory-safety bugs that outputs never show, for the sanitizer oracle.
+  kUnlockedLaunchTable,  // B9: the process-wide launch table is updated without its lock
+  kUseAfterRelease,      // B10: ReleaseEp leaves the freed EP in the factory's session list
 };
 
-inline constexpr int kBugCount = 8;
+inline constexpr int kBugCount = 10;
 
 bool Enabled(Bug bug);
 

@@ -1,7 +1,9 @@
 #include "ep.h"
 
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include <vector>
 
@@ -93,6 +95,23 @@ struct ComputeInfo : OrtNodeComputeInfo {
   TestbedEp& ep;
   std::shared_ptr<const Program> program;
 };
+
+// Launches per session, process-wide, as a profiler would keep them (diagnostics only).
+std::mutex g_launches_mutex;
+std::unordered_map<int64_t, uint64_t> g_launches;
+
+void CountLaunch(int64_t session) {
+  // B9 (not a seed behaviour): the table is updated without its lock, "because it is only
+  // statistics". Two sessions computing at once insert into it together: a rehash under another
+  // thread's insert corrupts the heap once in a long while, outputs never show it, and
+  // ThreadSanitizer reports it whenever the two Computes overlap.
+  if (Enabled(Bug::kUnlockedLaunchTable)) {
+    ++g_launches[session];
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_launches_mutex);
+  ++g_launches[session];
+}
 
 }  // namespace
 
@@ -205,6 +224,7 @@ Backend* TestbedEp::LaunchBackend() const {
 }
 
 OrtStatus* TestbedEp::Compute(const std::shared_ptr<const Program>& program, OrtKernelContext* context) {
+  CountLaunch(session_);
   size_t num_inputs = 0;
   size_t num_outputs = 0;
   RETURN_IF_ERROR(Api().KernelContext_GetInputCount(context, &num_inputs));

@@ -26,6 +26,10 @@ class TestbedEp : public OrtEp {
   TestbedEp(const TestbedEp&) = delete;
   TestbedEp& operator=(const TestbedEp&) = delete;
 
+  Backend* backend() const { return backend_; }
+  // Live sessions that shared this one's backend when it was created (diagnostics only).
+  void set_peers_at_creation(size_t peers) { peers_at_creation_ = peers; }
+
   // Runs one compiled partition for ORT's kernel context.
   OrtStatus* Compute(const std::shared_ptr<const Program>& program, OrtKernelContext* context);
 
@@ -51,6 +55,7 @@ class TestbedEp : public OrtEp {
   Backend* const allocator_backend_;  // this session's allocations
   const int64_t session_;
   std::shared_ptr<SessionStream> stream_;
+  size_t peers_at_creation_ = 0;
 };
 
 }  // namespace testbed

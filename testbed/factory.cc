@@ -1,5 +1,6 @@
 #include "factory.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <unordered_map>
@@ -229,12 +230,32 @@ OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, OrtEp
   }
   t_binding = SessionBinding{generation_, session, backend, allocator_backend};
   if (Enabled(Bug::kThreadLocalSlot)) t_session_backends[session] = backend;
-  *ep = new TestbedEp(*this, backend, allocator_backend, session);
+  auto* created = new TestbedEp(*this, backend, allocator_backend, session);
+  created->set_peers_at_creation(Track(created));
+  *ep = created;
   return nullptr;
 }
 
-void ORT_API_CALL TestbedFactory::ReleaseEpImpl(OrtEpFactory* /*this_ptr*/, OrtEp* ep) noexcept {
-  delete static_cast<TestbedEp*>(ep);
+size_t TestbedFactory::Track(const TestbedEp* ep) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  size_t peers = 0;
+  for (const TestbedEp* other : sessions_) peers += other->backend() == ep->backend() ? 1 : 0;
+  sessions_.push_back(ep);
+  return peers;
+}
+
+void TestbedFactory::Forget(const TestbedEp* ep) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  sessions_.erase(std::remove(sessions_.begin(), sessions_.end(), ep), sessions_.end());
+}
+
+void ORT_API_CALL TestbedFactory::ReleaseEpImpl(OrtEpFactory* this_ptr, OrtEp* ep) noexcept {
+  auto* doomed = static_cast<TestbedEp*>(ep);
+  // B10 (not a seed behaviour): the release path frees the EP but leaves it in the session list,
+  // so the next CreateEp reads the freed object while counting peers. The count feeds only
+  // diagnostics, so outputs stay right; AddressSanitizer reports a heap-use-after-free.
+  if (!Enabled(Bug::kUseAfterRelease)) static_cast<TestbedFactory*>(this_ptr)->Forget(doomed);
+  delete doomed;  // last: the EP's destructor may drop the factory's final reference
 }
 
 OrtStatus* ORT_API_CALL TestbedFactory::CreateAllocatorImpl(OrtEpFactory* this_ptr, const OrtMemoryInfo* memory_info,

@@ -15,10 +15,13 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "onnxruntime_c_api.h"
 
 namespace testbed {
+
+class TestbedEp;
 
 class Backend;
 
@@ -106,6 +109,9 @@ class TestbedFactory : public OrtEpFactory {
                                                                OrtSyncStreamImpl** stream) noexcept;
 
   OrtStatus* NewEp(const OrtSessionOptions* session_options, OrtEp** ep);
+  // The live sessions, for diagnostics: Track returns how many already share `ep`'s backend.
+  size_t Track(const TestbedEp* ep);
+  void Forget(const TestbedEp* ep);
 
   const OrtLogger* logger_;
   const uint64_t generation_;
@@ -113,6 +119,8 @@ class TestbedFactory : public OrtEpFactory {
   OrtMemoryInfo* memory_info_ = nullptr;
   std::mutex device_mutex_;
   OrtHardwareDevice* hardware_device_ = nullptr;  // created once, in GetSupportedDevices
+  std::mutex sessions_mutex_;
+  std::vector<const TestbedEp*> sessions_;  // every OrtEp handed to ORT and not yet released
 };
 
 }  // namespace testbed

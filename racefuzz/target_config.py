@@ -1,0 +1,181 @@
+"""Reading targets from a `racefuzz.toml`: the `[targets.NAME]` tables and what each key means.
+
+Every config error is one `RacefuzzError` line naming the file and the dotted key. Paths are
+relative to the config's folder and stored absolute, because workers may run elsewhere. The
+model (`Target`, `Library`, `Profile`) lives in `target`; this module only reads files into it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from racefuzz import sanitizer
+from racefuzz.errors import RacefuzzError
+from racefuzz.models import BUILTIN as BUILTIN_MODELS
+from racefuzz.target import DEVICE_TYPES, Library, Profile, Target
+
+_TARGET_KEYS = ("description", "models", "env", "trace", "libraries", "profiles", "aliases")
+_PROFILE_KEYS = (
+    "library",
+    "ep",
+    "device",
+    "vendor_id",
+    "options",
+    "intra_op_threads",
+    "session_config",
+)
+
+
+class Reader:
+    """Reads one config file; every error names the file and the dotted key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.label = str(path)
+        self.folder = path.parent.resolve()
+
+    def fail(self, key: str, message: str) -> NoReturn:
+        raise RacefuzzError(f"{self.label}: {key}: {message}")
+
+    def targets(self) -> dict[str, Any]:
+        try:
+            with self.path.open("rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise RacefuzzError(f"cannot read config '{self.label}': no such file") from None
+        except OSError as e:
+            raise RacefuzzError(f"cannot read config '{self.label}': {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            reason = " ".join(str(e).split())
+            raise RacefuzzError(f"{self.label}: not valid TOML: {reason}") from None
+        return self.table(data, "targets", "targets") if "targets" in data else {}
+
+    def table(self, parent: Mapping[str, Any], name: str, key: str) -> dict[str, Any]:
+        value = parent.get(name, {})
+        if not isinstance(value, dict):
+            self.fail(key, "must be a table")
+        return value
+
+    def only(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str) -> None:
+        for name in table:
+            if name not in allowed:
+                self.fail(key, f"unknown key '{name}' (known: {', '.join(allowed)})")
+
+    def strings(self, parent: Mapping[str, Any], name: str, key: str) -> dict[str, str]:
+        """A table of strings; numbers are accepted and written as text (ORT wants strings)."""
+        out: dict[str, str] = {}
+        for k, v in self.table(parent, name, f"{key}.{name}").items():
+            if isinstance(v, bool) or not isinstance(v, str | int | float):
+                self.fail(f"{key}.{name}", f"'{k}' must be a string or a number")
+            out[k] = str(v)
+        return out
+
+    def target(self, name: str, raw: object) -> Target:
+        key = f"targets.{name}"
+        if not isinstance(raw, dict):
+            self.fail(key, "must be a table")
+        self.only(raw, _TARGET_KEYS, key)
+        description, trace = raw.get("description", ""), raw.get("trace", False)
+        if not isinstance(description, str):
+            self.fail(key, "'description' must be a string")
+        if not isinstance(trace, bool):
+            self.fail(key, "'trace' must be true or false")
+        libraries = tuple(
+            self.library(f"{key}.libraries.{k}", k, v)
+            for k, v in self.table(raw, "libraries", f"{key}.libraries").items()
+        )
+        known_libraries = {lib.name for lib in libraries}
+        profiles = tuple(
+            self.profile(f"{key}.profiles.{k}", k, v, known_libraries)
+            for k, v in self.table(raw, "profiles", f"{key}.profiles").items()
+        )
+        if not profiles:
+            self.fail(key, f"needs at least one profile ([{key}.profiles.NAME])")
+        aliases = self.strings(raw, "aliases", key)
+        profile_names = {p.name for p in profiles}
+        for alias, to in aliases.items():
+            if alias in profile_names:
+                self.fail(f"{key}.aliases", f"'{alias}' is already a profile")
+            if to not in profile_names:
+                self.fail(f"{key}.aliases", f"'{alias}' names unknown profile '{to}'")
+        return Target(
+            name=name,
+            description=description,
+            libraries=libraries,
+            profiles=profiles,
+            models=self.models(raw, key),
+            env=self.strings(raw, "env", key),
+            aliases=aliases,
+            trace=trace,
+        )
+
+    def library(self, key: str, name: str, raw: object) -> Library:
+        # A path, or a table {path = "...", sanitizer = "address" | "thread"}.
+        table = raw if isinstance(raw, dict) else {"path": raw}
+        self.only(table, ("path", "sanitizer"), key)
+        raw, built_with = table.get("path"), table.get("sanitizer")
+        if not isinstance(raw, str) or not raw:
+            self.fail(key, "must be the path of the EP library file")
+        if built_with is not None:
+            try:
+                built_with = sanitizer.check_name(built_with)
+            except RacefuzzError as e:
+                self.fail(key, str(e))
+        path = self.folder / Path(raw).expanduser()
+        if not path.is_file():
+            why = "not a file" if path.exists() else "no such file"
+            self.fail(key, f"cannot load EP library '{path}': {why}")
+        return Library(name, path, built_with)
+
+    def profile(self, key: str, name: str, raw: object, libraries: set[str]) -> Profile:
+        if not isinstance(raw, dict):
+            self.fail(key, "must be a table")
+        self.only(raw, _PROFILE_KEYS, key)
+        library, ep, device = raw.get("library"), raw.get("ep"), raw.get("device")
+        vendor, threads = raw.get("vendor_id"), raw.get("intra_op_threads")
+        if ep is None:
+            self.fail(key, "needs 'ep' (the EP name that onnxruntime.get_ep_devices() lists)")
+        if not isinstance(ep, str) or not ep:
+            self.fail(key, "'ep' must be a non-empty string")
+        if library is not None and library not in libraries:
+            self.fail(key, f"'library' names unknown library '{library}'")
+        if device is not None and device not in DEVICE_TYPES:
+            self.fail(key, f"'device' must be one of {', '.join(DEVICE_TYPES)}, not {device!r}")
+        if vendor is not None and (not _is_int(vendor) or not 0 <= vendor < 2**32):
+            self.fail(key, "'vendor_id' must be an integer such as 0x1002")
+        if threads is not None and (not _is_int(threads) or threads < 1):
+            self.fail(key, "'intra_op_threads' must be a positive integer")
+        return Profile(
+            name=name,
+            library=library,
+            ep_name=ep,
+            provider_options=self.strings(raw, "options", key),
+            device_type=device,
+            vendor_id=vendor,
+            intra_op_threads=threads,
+            session_config=self.strings(raw, "session_config", key),
+        )
+
+    def models(self, raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        models = raw.get("models", list(BUILTIN_MODELS))
+        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+            self.fail(key, "'models' must be a list of model names or .onnx paths")
+        if not models:
+            self.fail(key, "'models' must list at least one model")
+        out: list[str] = []
+        for model in models:
+            if model in BUILTIN_MODELS:
+                out.append(model)
+                continue
+            path = self.folder / Path(model).expanduser()
+            if not path.is_file():
+                self.fail(f"{key}.models", f"model '{model}' not found")
+            out.append(str(path))
+        return tuple(out)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
