@@ -21,6 +21,7 @@ import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from racefuzz import gpu_targets
 from racefuzz.errors import RacefuzzError
 from racefuzz.models import BUILTIN as BUILTIN_MODELS
 from racefuzz.sanitizer import runtime as checked_runtime
@@ -57,6 +58,10 @@ def load(spec: str) -> Target:
         raise RacefuzzError(f"target '{base}' takes no ':' arguments (got '{spec}')")
     if base == "nxrt-cpu":
         return nxrt_cpu_target()
+    if base == "webgpu":
+        return gpu_targets.webgpu_target()
+    if base == "nxrt-cuda":
+        return gpu_targets.nxrt_cuda_target()
     assert base == "cpu", base
     return cpu_target()
 

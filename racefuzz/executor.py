@@ -68,6 +68,7 @@ def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str
         "models": {m: str(models.model_path(m)) for m in sorted(schedule.models())},
         "seed": options.seed,
         "step_timeout": options.step_timeout,
+        "tolerance": list(target.tolerance) if target.tolerance else None,
     }
 
 

@@ -241,7 +241,7 @@ def main(argv):
             with open(models[name], "wb") as f:
                 f.write(base64.b64decode(data))
         job = {"libraries": libraries, "models": models, "seed": args.seed,
-               "step_timeout": args.step_timeout}
+               "step_timeout": args.step_timeout, "tolerance": TOLERANCE}
         shown = False
         for n in range(1, args.times + 1):
             trace = None
@@ -277,6 +277,7 @@ TARGET_ENV = json.loads(@@ENV@@)
 TRACE = @@TRACE@@  # the testbed's white-box trace (for `misroute` findings)
 STEP_TIMEOUT = @@STEP_TIMEOUT@@
 SEED = @@SEED@@
+TOLERANCE = @@TOLERANCE@@  # (rtol, atol) against ORT's CPU EP; None: the defaults
 INTERNAL_EXIT = @@INTERNAL_EXIT@@  # the worker's code for "racefuzz itself failed"
 MODELS = {  # ONNX models, base64
 @@MODELS@@
@@ -358,6 +359,7 @@ def repro_source(
         "INTERNAL_EXIT": repr(INTERNAL_EXIT),
         "STEP_TIMEOUT": repr(float(step_timeout)),
         "SEED": repr(seed),
+        "TOLERANCE": repr(list(target.tolerance) if target.tolerance else None),
         "MODELS": "\n".join(encoded),
         "NORMALISE": literal(normalise_source()),
         "SANITIZER_REPORT": literal(inspect.getsource(sanitizer_report)),

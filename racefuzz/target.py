@@ -26,7 +26,7 @@ from racefuzz import sanitizer
 from racefuzz.errors import RacefuzzError
 from racefuzz.schedule import Schedule
 
-BUILTIN_TARGETS: tuple[str, ...] = ("testbed", "nxrt-cpu", "cpu")
+BUILTIN_TARGETS: tuple[str, ...] = ("testbed", "nxrt-cpu", "cpu", "webgpu", "nxrt-cuda")
 DEVICE_TYPES: tuple[str, ...] = ("cpu", "gpu", "npu")
 DEFAULT_CONFIG = "racefuzz.toml"
 
@@ -130,6 +130,8 @@ class Target:
     env: Mapping[str, str] = FrozenMap()  # set in the worker before ORT loads anything
     aliases: Mapping[str, str] = FrozenMap()  # schedule profile name -> one of `profiles`
     trace: bool = False  # the worker sets a per-run RACEFUZZ_TESTBED_TRACE file
+    # (rtol, atol) for outputs against ORT's CPU EP; None: the worker's defaults (1e-4)
+    tolerance: tuple[float, float] | None = None
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -210,6 +212,7 @@ class Target:
             "env": dict(self.env),
             "aliases": dict(self.aliases),
             "trace": self.trace,
+            "tolerance": list(self.tolerance) if self.tolerance else None,
         }
 
     @classmethod
@@ -225,6 +228,7 @@ class Target:
             env=obj.get("env", {}),
             aliases=obj.get("aliases", {}),
             trace=bool(obj.get("trace", False)),
+            tolerance=tuple(obj["tolerance"]) if obj.get("tolerance") else None,
         )
 
 

@@ -14,10 +14,20 @@ from typing import Any, NoReturn
 
 from racefuzz import sanitizer
 from racefuzz.errors import RacefuzzError
+from racefuzz.gpu_targets import package_library
 from racefuzz.models import BUILTIN as BUILTIN_MODELS
 from racefuzz.target import DEVICE_TYPES, Library, Profile, Target
 
-_TARGET_KEYS = ("description", "models", "env", "trace", "libraries", "profiles", "aliases")
+_TARGET_KEYS = (
+    "description",
+    "models",
+    "env",
+    "trace",
+    "tolerance",
+    "libraries",
+    "profiles",
+    "aliases",
+)
 _PROFILE_KEYS = (
     "library",
     "ep",
@@ -110,13 +120,38 @@ class Reader:
             env=self.strings(raw, "env", key),
             aliases=aliases,
             trace=trace,
+            tolerance=self.tolerance(raw, key),
         )
+
+    def tolerance(self, raw: dict[str, Any], key: str) -> tuple[float, float] | None:
+        """`tolerance = { rtol = 1e-3, atol = 1e-3 }`: how far outputs may differ from ORT's
+        CPU EP (GPU float maths reassociates); both numbers, neither negative."""
+        table = raw.get("tolerance")
+        if table is None:
+            return None
+        if not isinstance(table, dict):
+            self.fail(key, "'tolerance' must be a table { rtol = ..., atol = ... }")
+        self.only(table, ("rtol", "atol"), f"{key}.tolerance")
+        values = [table.get(k, 0.0) for k in ("rtol", "atol")]
+        if not all(isinstance(v, int | float) and 0 <= v < 1 for v in values):
+            self.fail(f"{key}.tolerance", "rtol and atol must be numbers in [0, 1)")
+        return float(values[0]), float(values[1])
 
     def library(self, key: str, name: str, raw: object) -> Library:
         # A path, or a table {path = "...", sanitizer = "address" | "thread"}.
+        # Or {package = "module"}: a Python package that ships the library and says where
+        # (`get_library_path()`, as onnxruntime-ep-webgpu and nxrt-ep-cuda do).
         table = raw if isinstance(raw, dict) else {"path": raw}
-        self.only(table, ("path", "sanitizer"), key)
+        self.only(table, ("path", "package", "sanitizer"), key)
         raw, built_with = table.get("path"), table.get("sanitizer")
+        package = table.get("package")
+        if package is not None:
+            if raw is not None or not isinstance(package, str) or not package:
+                self.fail(key, "give either 'path' or 'package' (a module name), not both")
+            try:
+                raw = str(package_library(package, package, f"package '{package}'"))
+            except RacefuzzError as e:
+                self.fail(key, str(e))
         if not isinstance(raw, str) or not raw:
             self.fail(key, "must be the path of the EP library file")
         if built_with is not None:

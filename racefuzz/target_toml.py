@@ -46,6 +46,11 @@ def target_toml(target: Target) -> str:
         f"models = [{', '.join(_str(m) for m in target.models)}]",
         f"env = {_table(target.env)}",
         f"trace = {_value(target.trace)}",
+        *(
+            [f"tolerance = {{ rtol = {target.tolerance[0]!r}, atol = {target.tolerance[1]!r} }}"]
+            if target.tolerance
+            else []
+        ),
         "",
         f"[{head}.libraries]",
         *(f"{_str(lib.name)} = {_library(lib)}" for lib in target.libraries),

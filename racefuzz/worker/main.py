@@ -55,6 +55,8 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     step_timeout = float(job.get("step_timeout", 10.0))
     profiles = {n: Profile.from_json(n, d) for n, d in job["profiles"].items()}
     runtime = Runtime(job["libraries"], profiles, job["models"], int(job.get("seed", 0)))
+    if job.get("tolerance"):
+        runtime.rtol, runtime.atol = (float(x) for x in job["tolerance"])
 
     def run_step(index: int) -> None:
         # Rearmed per step: the dump fires only if this step (or its group) overruns.

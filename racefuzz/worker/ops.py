@@ -74,7 +74,9 @@ class _Value:
     host_only: bool  # the profile's EP computes in host memory: no device copies
 
 
-def compare(actual: Sequence[Any], expected: Sequence[Any]) -> tuple[str, str]:
+def compare(
+    actual: Sequence[Any], expected: Sequence[Any], rtol: float = RTOL, atol: float = ATOL
+) -> tuple[str, str]:
     """("ok" | "zeroed" | "mismatch", detail) for outputs against the reference."""
     for k, (a, e) in enumerate(zip(actual, expected, strict=True)):
         a, e = np.asarray(a), np.asarray(e)
@@ -82,7 +84,7 @@ def compare(actual: Sequence[Any], expected: Sequence[Any]) -> tuple[str, str]:
             return "mismatch", f"output {k}: shape {list(a.shape)}, expected {list(e.shape)}"
         if not np.any(a) and np.any(e):
             return "zeroed", f"output {k}: all zeros"
-        if not np.allclose(a, e, rtol=RTOL, atol=ATOL, equal_nan=True):
+        if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
             diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
             at = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
             return "mismatch", f"output {k}: max |diff| {float(np.nanmax(diff)):.3g} at {list(at)}"
@@ -132,6 +134,7 @@ class Runtime:
         record_placement: bool = False,
     ) -> None:
         self.record_placement = record_placement  # for `placement()` (racefuzz doctor)
+        self.rtol, self.atol = RTOL, ATOL  # a GPU target's own tolerance replaces these
         self.libraries = dict(libraries)
         self.profiles = dict(profiles)
         self.models = dict(models)
@@ -273,7 +276,7 @@ class Runtime:
         s = self.sessions[step["session"]]
         feeds = self._feeds(index, s.session)
         outputs = s.session.run(None, feeds)
-        check, detail = compare(outputs, self._reference(s.model, feeds))
+        check, detail = compare(outputs, self._reference(s.model, feeds), self.rtol, self.atol)
         return {"ok": True, "check": check, "detail": detail}
 
     def op_run_bound(self, index: int, step: Mapping[str, Any]) -> Outcome:
@@ -290,7 +293,7 @@ class Runtime:
             binding.bind_ortvalue_output(out.name, self._value(ref.shape, ref.dtype, mem))
         s.session.run_with_iobinding(binding)
         outputs = binding.copy_outputs_to_cpu()
-        check, detail = compare(outputs, expected)
+        check, detail = compare(outputs, expected, self.rtol, self.atol)
         return {"ok": True, "check": check, "detail": detail}
 
     def _upload(self, profile: Profile, index: int) -> _Value:
