@@ -28,8 +28,8 @@ WEBGPU_EP = "WebGpuExecutionProvider"
 NXRT_CUDA_EP = "cuda_ep"
 # Models each EP takes whole (every node on the GPU), as ORT's record of placement shows
 # (`racefuzz doctor`, bench/results/gpu.md).
-_WEBGPU_MODELS = ("tiny", "mlp", "wide")
-_NXRT_CUDA_MODELS = ("tiny", "mlp", "wide")
+_WEBGPU_MODELS = ("tiny", "mlp", "wide", "eltwise")
+_NXRT_CUDA_MODELS = ("eltwise",)  # it takes no MatMul: the MLPs would run on ORT's CPU EP
 # Measured (gpu.md): GPU float maths differs from ORT's CPU EP by reassociation and fused
 # multiply-add, well inside these; a routing or ordering bug is orders of magnitude beyond.
 _GPU_TOLERANCE = (1e-3, 1e-3)  # rtol, atol

@@ -5,7 +5,9 @@ seeds as initializers), so every process builds byte-identical models:
 - `tiny`: Relu(X·W + B), X [2,8]; the smallest thing that exercises an EP;
 - `mlp`: (Relu(X·W1 + B1)·W2 + B2) * C, X [4,32], hidden 64, output 16;
 - `wide`: the same graph with X [64,256], hidden 512, so compute takes measurable time;
-- `conv`: Conv, Relu, MaxPool, Conv, Relu, GlobalAveragePool, Flatten, Gemm on [1,3,16,16].
+- `conv`: Conv, Relu, MaxPool, Conv, Relu, GlobalAveragePool, Flatten, Gemm on [1,3,16,16];
+- `eltwise`: Tanh(X * S + B) + Sigmoid(Relu(X)), X [64,256]: element-wise ops only, for EPs that
+  take no MatMul (nxrt-ep-cuda 0.1.0.dev6 takes these and none of the others).
 The MLPs use MatMul, Add, Relu and Mul only, the ops the testbed EP computes; the bias and the
 constant C are both row vectors, so one broadcast pattern covers them. Only `tiny` ends in a
 Relu; the others' outputs are never legitimately all zeros, which keeps the `zeroed` oracle sharp.
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 
 # Smallest (simplest to read in a report) first; the shrinker prefers earlier names. `conv`
 # comes last although `wide` computes more: it brings ops a reader of an MLP report needn't know.
-BUILTIN: tuple[str, ...] = ("tiny", "mlp", "wide", "conv")
+BUILTIN: tuple[str, ...] = ("tiny", "mlp", "wide", "conv", "eltwise")
 # Bump when a builder changes, so caches never serve an old definition under a current name.
 MODEL_VERSION = 1
 OPSET = 17
@@ -140,6 +142,28 @@ def _conv() -> bytes:
     return _finish(helper.make_graph(nodes, "conv", [x], [y], tensors))
 
 
+def _eltwise() -> bytes:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    inits = {
+        "S": rng.uniform(0.5, 2.0, 256).astype(np.float32),
+        "B": (0.1 * rng.standard_normal(256)).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Mul", ["X", "S"], ["m"]),
+        helper.make_node("Add", ["m", "B"], ["a"]),
+        helper.make_node("Tanh", ["a"], ["t"]),
+        helper.make_node("Relu", ["X"], ["r"]),
+        helper.make_node("Sigmoid", ["r"], ["g"]),
+        helper.make_node("Add", ["t", "g"], ["Y"]),
+    ]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [64, 256])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [64, 256])
+    tensors = [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    return _finish(helper.make_graph(nodes, "eltwise", [x], [y], tensors))
+
+
 def _finish(graph: onnx.GraphProto) -> bytes:
     import onnx
     from onnx import helper
@@ -159,6 +183,7 @@ _BUILDERS: Mapping[str, Callable[[], bytes]] = {
     "mlp": functools.partial(_mlp_graph, "mlp", 4, 32, 64, 16, 2),
     "wide": functools.partial(_mlp_graph, "wide", 64, 256, 512, 16, 3),
     "conv": _conv,
+    "eltwise": _eltwise,
 }
 # Known without onnx (worker processes); a test checks it against the built models.
 _BUILTIN_SPECS: Mapping[str, tuple[int, ...]] = {
@@ -166,6 +191,7 @@ _BUILTIN_SPECS: Mapping[str, tuple[int, ...]] = {
     "mlp": (4, 32),
     "wide": (64, 256),
     "conv": (1, 3, 16, 16),
+    "eltwise": (64, 256),
 }
 
 
