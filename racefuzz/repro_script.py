@@ -25,7 +25,7 @@ from racefuzz.outcome import Finding
 from racefuzz.repro_parts import literal, normalise_source, text_timeline, usage
 from racefuzz.schedule import Op, Schedule, to_json_obj
 from racefuzz.target import Target
-from racefuzz.worker import INTERNAL_EXIT, ops, sequencer
+from racefuzz.worker import INTERNAL_EXIT, lifeline, native_trace, ops, sequencer
 from racefuzz.worker import main as worker_main
 
 DEFAULT_TIMES = 20
@@ -80,6 +80,8 @@ def child(job):
     sys.modules["racefuzz.worker"].INTERNAL_EXIT = INTERNAL_EXIT
     load_module("racefuzz.worker.ops", OPS_SOURCE)
     load_module("racefuzz.worker.sequencer", SEQUENCER_SOURCE)
+    load_module("racefuzz.worker.lifeline", LIFELINE_SOURCE)
+    load_module("racefuzz.worker.native_trace", NATIVE_TRACE_SOURCE)
     worker = load_module("racefuzz.worker.main", WORKER_SOURCE)
     job = json.loads(job)
     job.update(schedule=SCHEDULE, profiles=PROFILES)
@@ -295,6 +297,12 @@ SEQUENCER_SOURCE = @@SEQUENCER@@
 # racefuzz/worker/ops.py
 OPS_SOURCE = @@OPS@@
 
+# racefuzz/worker/lifeline.py
+LIFELINE_SOURCE = @@LIFELINE@@
+
+# racefuzz/worker/native_trace.py (inert here: repro.py does not build the crash tracer)
+NATIVE_TRACE_SOURCE = @@NATIVE_TRACE@@
+
 # racefuzz/worker/main.py
 WORKER_SOURCE = @@WORKER@@
 
@@ -365,6 +373,8 @@ def repro_source(
         "SANITIZER_REPORT": literal(inspect.getsource(sanitizer_report)),
         "SEQUENCER": literal(inspect.getsource(sequencer)),
         "WORKER": literal(inspect.getsource(worker_main)),
+        "LIFELINE": literal(inspect.getsource(lifeline)),
+        "NATIVE_TRACE": literal(inspect.getsource(native_trace)),
         "OPS": literal(inspect.getsource(ops)),
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.
