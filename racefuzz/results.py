@@ -112,7 +112,7 @@ def summary_markdown(
         for r in group:
             f = r.finding
             where = str((r.bundle or r.original).relative_to(root))
-            origin = ORIGIN_LABEL.get(f.origin, f.origin) or "unclassified"
+            origin = ORIGIN_LABEL.get(f.origin, f.origin) if f.origin else "unclassified"
             lines.append(
                 f"| {f.kind} | {f.op} | {markdown_cell(f.message)} | {origin} | {r.count} "
                 f"| {r.signature_count} | {r.first_seen_s:.1f} s | `{where}` "

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +305,24 @@ def test_a_real_crash_report_marks_the_step_in_flight_and_shows_the_stacks(
     assert "Fatal Python error: Segmentation fault" in text
     assert "Fatal Python error" in (folder / "logs" / "stderr.txt").read_text()
     assert report.render(folder) == text
+
+
+def test_a_long_error_is_cut_in_the_step_table_and_shown_whole_under_messages(
+    tmp_path: Path, failing: tuple[RunResult, Finding]
+) -> None:
+    run, finding = failing
+    long = "E" * 150 + " the end of a long EP message " + "x" * 60
+    outcomes = tuple(o if o.ok else replace(o, message=long) for o in run.outcomes)
+    folder = bundles.write_bundle(
+        tmp_path, finding, MINIMAL, MINIMAL, replace(run, outcomes=outcomes), TARGET, "x", (1, 1)
+    )
+    table, messages = (folder / "report.md").read_text().split("### Messages", 1)
+    assert "… (whole message below)" in table and long not in table
+    assert long in messages
+
+
+def test_a_bundle_folder_gets_the_users_usual_permissions(bundle: Path) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    assert bundle.stat().st_mode & 0o777 == 0o777 & ~umask
+    assert (bundle / "report.md").stat().st_mode & 0o777 == 0o666 & ~umask

@@ -1,0 +1,45 @@
+"""The campaign summary's labels: a finding's origin as its baseline classified it, and
+"unclassified" where no baseline ran (never filed under one of the two classes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from racefuzz.campaign_state import CampaignState, FindingRecord
+from racefuzz.outcome import Finding
+from racefuzz.results import summary_markdown
+from racefuzz.schedule import Op, Schedule, Step
+
+ONE_THREAD = Schedule(
+    1,
+    (
+        Step(0, Op.REGISTER),
+        Step(0, Op.CREATE, session="s1", profile="dml", model="tiny"),
+        Step(0, Op.RUN, session="s1"),
+    ),
+)
+
+
+def record(tmp_path: Path, op: str, origin: str) -> FindingRecord:
+    finding = Finding("error", op, f"failed in {op}", ("dml",), 2, origin=origin)
+    path = tmp_path / f"{op}.json"
+    return FindingRecord(
+        finding, 1, 1.0, path, ONE_THREAD, None, path.with_suffix(".smallest.json")
+    )
+
+
+def test_origins_are_order_induced_fails_alone_or_unclassified(tmp_path: Path) -> None:
+    state = CampaignState(seconds=10, jobs=1)
+    for op, origin in (("run", "interleaving"), ("read", "alone"), ("copy", "")):
+        rec = record(tmp_path, op, origin)
+        state.findings[rec.cluster] = rec
+    rows = {
+        line.split("|")[2].strip(): line.split("|")[4].strip()
+        for line in summary_markdown(
+            state, tmp_path, {"target": "t"}, list(state.findings.values())
+        ).splitlines()
+        if line.startswith("| error")
+    }
+    # On a one-thread schedule too: "order-induced" says the order of calls did it (its
+    # session alone is fine), not that threads interleaved.
+    assert rows == {"run": "order-induced", "read": "fails alone too", "copy": "unclassified"}
