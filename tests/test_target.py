@@ -43,7 +43,7 @@ def roundtrip(target: Target) -> Target:
 
 
 def test_the_builtin_names_each_load_or_say_why() -> None:
-    assert BUILTIN_TARGETS == ("testbed", "nxrt-cpu", "cpu")
+    assert BUILTIN_TARGETS == ("testbed", "nxrt-cpu", "cpu", "webgpu", "nxrt-cuda")
     assert load_target("cpu").name == "cpu"
     assert load_target("nxrt-cpu").name == "nxrt-cpu"
 
@@ -321,7 +321,7 @@ BAD = [
     (
         '[targets.t]\nlibrary = "x"',
         "racefuzz.toml: targets.t: unknown key 'library' (known: description, models, env, "
-        "trace, libraries, profiles, aliases)",
+        "trace, tolerance, libraries, profiles, aliases)",
     ),
     (
         '[targets.t]\ndescription = "no profiles"',
@@ -380,7 +380,8 @@ def test_invalid_toml_is_one_line_with_tomllib_s_reason_and_position(folder: Pat
 def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> None:
     (folder / "racefuzz.toml").write_text(GOOD)
     expected = (
-        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B10], nxrt-cpu, cpu; "
+        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B10], nxrt-cpu, cpu, webgpu, "
+        "nxrt-cuda; "
         "racefuzz.toml defines: amdgpu)"
     )
     with pytest.raises(RacefuzzError, match=f"^{re.escape(expected)}$"):
@@ -389,7 +390,8 @@ def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> No
 
 def test_an_unknown_target_without_a_config_says_there_is_none(folder: Path) -> None:
     expected = (
-        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B10], nxrt-cpu, cpu; "
+        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B10], nxrt-cpu, cpu, webgpu, "
+        "nxrt-cuda; "
         "no racefuzz.toml in the current folder)"
     )
     with pytest.raises(RacefuzzError, match=f"^{re.escape(expected)}$"):
