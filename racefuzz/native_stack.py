@@ -28,18 +28,22 @@ HEADER = "Native stack of the faulting thread (most recent call first):"
 _SOURCE = Path(__file__).resolve().parent / "native" / "crashtrace.c"
 _FRAME = re.compile(r"^  #(\d+) (\S+)\+0x([0-9a-f]+)(?: \((.*)\))?$", re.M)
 _lock = threading.Lock()
-_built: dict[str, Path | None] = {}
+_built: list[Path | None] = []
 
 
 def tracer_library() -> Path | None:
-    """The compiled crash tracer, built on first use; None where it cannot be."""
+    """The compiled crash tracer, built on first use; None where it cannot be. Looked up once
+    per process: every worker start asks."""
+    with _lock:
+        if not _built:
+            _built.append(_find_or_build())
+        return _built[0]
+
+
+def _find_or_build() -> Path | None:
     if not sys.platform.startswith("linux") or not _SOURCE.is_file():
         return None
-    key = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:16]
-    with _lock:
-        if key not in _built:
-            _built[key] = _build(key)
-        return _built[key]
+    return _build(hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:16])
 
 
 def _build(key: str) -> Path | None:
