@@ -126,16 +126,21 @@ def test_the_cache_key_follows_the_sources(tmp_path: Path, monkeypatch: pytest.M
     before = testbed._source_key()
     (sources / "README.md").write_text("changed\n")
     assert testbed._source_key() != before
+    # A sanitizer flavour is its own build; the plain key has no flavour in it.
+    assert (
+        len({testbed._source_key(), testbed._source_key("asan"), testbed._source_key("tsan")}) == 3
+    )
 
 
 def test_bug_env_names_the_switches_in_order() -> None:
     assert testbed.bug_env(["b3", "B1", "B3"]) == {"RACEFUZZ_TESTBED_BUGS": "B1,B3"}
     assert testbed.bug_env([]) == {"RACEFUZZ_TESTBED_BUGS": ""}
-    assert testbed.BUGS == ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8")
+    assert testbed.BUGS == ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "B10")
 
 
 def test_bug_env_rejects_an_unknown_switch() -> None:
     with pytest.raises(
-        RacefuzzError, match=r"^unknown testbed bug 'B9' \(known: B1, B2, B3, B4, B5, B6, B7, B8\)$"
+        RacefuzzError,
+        match=r"^unknown testbed bug 'B11' \(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10\)$",
     ):
-        testbed.bug_env(["B9"])
+        testbed.bug_env(["B11"])
