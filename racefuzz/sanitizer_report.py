@@ -27,6 +27,8 @@ _MODULE = re.compile(r"\s+\(([^()]*?)(?:\+0x[0-9a-fA-F]+)?\)$")
 _LOCATION = re.compile(r"\s+(?:\S+:\d+(?::\d+)?|<null>|\?\?:\d+)$")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _LIBRARY_CODE = re.compile(r"^(?:[^(<]*\s)?(?:std|__gnu_cxx|__cxxabiv1|__sanitizer)::|^operator ")
+# Headers of the C++ library and compiler: their frames are inlined helpers, not the EP's code.
+_SYSTEM_SOURCES = ("/usr/include/", "/usr/lib/gcc/", "/usr/local/include/")
 # What a stack's header line says it is (the line just before its frames).
 _FREED = re.compile(r"^\s*freed by thread", re.I)
 
@@ -66,15 +68,19 @@ def _stacks(report: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _function(frame: str) -> tuple[str, str]:
-    """(function without its argument list, module file name) of one frame's text."""
+def _function(frame: str) -> tuple[str, str, bool]:
+    """(function without its argument list, module file name, whether it is standard library
+    code inlined into the module) of one frame's text."""
     module = ""
     m = _MODULE.search(frame)
     if m is not None:
         module = m.group(1).rsplit("/", 1)[-1]
         frame = frame[: m.start()]
+    where = _LOCATION.search(frame)
+    system = where is not None and where.group(0).strip().startswith(_SYSTEM_SOURCES)
     frame = _LOCATION.sub("", frame).strip()
     name = frame.replace("(anonymous namespace)", "{anon}")
+    name = re.sub(r"\s*\[clone [^\]]*\]", "", name)  # gcc's .isra/.constprop copies
     name = re.sub(r"\s+const$", "", name)
     if name.endswith(")"):
         depth = 0
@@ -83,16 +89,18 @@ def _function(frame: str) -> tuple[str, str]:
             if depth == 0:
                 name = name[:i]
                 break
-    return name.strip() or "?", module
+    name = name.strip() or "?"
+    return name, module, system or _LIBRARY_CODE.search(name) is not None
 
 
 def _top_ep_frame(frames: Sequence[str], ep_modules: Sequence[str]) -> str:
     """The innermost frame in an EP library that is the EP's own code (not an inlined standard
     library helper); the innermost EP frame if all are helpers; '?' if none is in the EP."""
-    parsed = [_function(f) for f in frames]
-    in_ep = [name for name, module in parsed if module and module in ep_modules]
-    own = [name for name in in_ep if not _LIBRARY_CODE.search(name)]
-    return (own or in_ep or ["?"])[0]
+    in_ep = [
+        (name, helper) for name, module, helper in map(_function, frames) if module in ep_modules
+    ]
+    own = [name for name, helper in in_ep if not helper]
+    return (own or [name for name, _ in in_ep] or ["?"])[0]
 
 
 def summary(report: str, ep_modules: Sequence[str]) -> str:

@@ -235,7 +235,11 @@ class Target:
 def describe(target: Target) -> str:
     """A few lines for `racefuzz doctor`: what the target registers, selects and runs."""
     lines = [f"target {target.name}" + (f": {target.description}" if target.description else "")]
-    lines += [f"  library {lib.name}: {lib.path}" for lib in target.libraries]
+    lines += [
+        f"  library {lib.name}: {lib.path}"
+        + (f" (built with -fsanitize={lib.sanitizer})" if lib.sanitizer else "")
+        for lib in target.libraries
+    ]
     for p in target.profiles:
         where = p.device_type or "any device"
         if p.vendor_id is not None:

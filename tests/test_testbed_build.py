@@ -129,12 +129,16 @@ def test_the_cache_key_follows_the_sources(tmp_path: Path, monkeypatch: pytest.M
     before = testbed._source_key()
     (sources / "README.md").write_text("changed\n")
     assert testbed._source_key() != before
+    # A sanitizer flavour is its own build; the plain key has no flavour in it.
+    assert (
+        len({testbed._source_key(), testbed._source_key("asan"), testbed._source_key("tsan")}) == 3
+    )
 
 
 def test_bug_env_names_the_switches_in_order() -> None:
     assert testbed.bug_env(["b3", "B1", "B3"]) == {"RACEFUZZ_TESTBED_BUGS": "B1,B3"}
     assert testbed.bug_env([]) == {"RACEFUZZ_TESTBED_BUGS": ""}
-    assert testbed.BUGS == tuple(f"B{i}" for i in range(1, 11))
+    assert tuple(f"B{i}" for i in range(1, 11)) == testbed.BUGS
 
 
 def test_bug_env_rejects_an_unknown_switch() -> None:
