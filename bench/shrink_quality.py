@@ -28,7 +28,8 @@ from bench.time_to_bug import BUGS, Bug, target
 from racefuzz import executor
 from racefuzz.campaign import Campaign, CampaignConfig
 from racefuzz.outcome import Finding
-from racefuzz.schedule import Op, Schedule, Step, load
+from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.schedule_json import load
 from racefuzz.shrink_command import shrink_to_bundle
 from racefuzz.zygote_pool import ZygoteLauncher
 

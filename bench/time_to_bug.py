@@ -28,7 +28,8 @@ from bench import stats
 from bench.stress import run_stress
 from racefuzz.campaign import Campaign, CampaignConfig
 from racefuzz.outcome import Finding
-from racefuzz.schedule import Schedule, load
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import load
 from racefuzz.target import Target, load_target
 
 STRATEGIES: tuple[str, ...] = ("random", "pct", "swarm", "portfolio")

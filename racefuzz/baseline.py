@@ -18,7 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Op, Schedule, Step, dumps
+from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.schedule_json import dumps
 from racefuzz.target import Target
 
 INTERLEAVING = "interleaving"

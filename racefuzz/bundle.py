@@ -25,7 +25,8 @@ from racefuzz.outcome import Finding, RunResult
 from racefuzz.report import render
 from racefuzz.repro_script import SUPPRESSIONS_NAME, repro_source
 from racefuzz.run_json import run_to_json
-from racefuzz.schedule import Schedule, dumps
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import dumps
 from racefuzz.target import Target, is_builtin
 from racefuzz.target_toml import target_toml
 

@@ -39,7 +39,8 @@ from racefuzz.disk_reserve import Reserve
 from racefuzz.errors import InternalError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import Exit, Finding, RunResult
-from racefuzz.schedule import Schedule, dumps, save
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import dumps, save
 from racefuzz.strategies.space import Space
 from racefuzz.target import Target
 from racefuzz.zygote_pool import LauncherClosed, ZygoteLauncher

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Schedule, dumps
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import dumps
 
 MAX_SIGNATURES_KEPT = 200  # per cluster: enough to count variants, bounded memory
 

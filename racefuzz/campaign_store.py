@@ -27,7 +27,8 @@ from racefuzz.bundle import TMP_BUNDLE_PREFIX
 from racefuzz.campaign_state import FindingRecord
 from racefuzz.outcome import RunResult
 from racefuzz.run_json import finding_from_json, run_from_json, run_to_json
-from racefuzz.schedule import Schedule, ScheduleError, load
+from racefuzz.schedule import Schedule, ScheduleError
+from racefuzz.schedule_json import load
 from racefuzz.shrink import confirmed
 
 _DERIVED = (".run.json", ".smallest.json", ".min.json")  # beside a finding's first schedule

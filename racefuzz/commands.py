@@ -21,7 +21,8 @@ from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import RunResult
 from racefuzz.replay import replay
-from racefuzz.schedule import Op, Schedule, Step, load_many
+from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.schedule_json import load_many
 from racefuzz.target import Profile, Target, describe, load_target
 
 MIN_ORT = (1, 31)

@@ -35,7 +35,8 @@ import psutil
 from racefuzz import models, native_stack, oracles, sanitizer, sanitizer_report
 from racefuzz.errors import InternalError
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
-from racefuzz.schedule import Schedule, to_json_obj
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
 from racefuzz.worker import INTERNAL_EXIT
 from racefuzz.worker.native_trace import TRACER_ENV

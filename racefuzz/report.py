@@ -19,7 +19,8 @@ from racefuzz.oracles import trace_buffers
 from racefuzz.outcome import Check, Exit, RunResult
 from racefuzz.repro_script import libraries_registered
 from racefuzz.run_json import finding_from_json, run_from_json
-from racefuzz.schedule import Schedule, loads
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import loads
 from racefuzz.shrink import confirmed
 from racefuzz.target import Target
 

@@ -23,7 +23,8 @@ from typing import Any
 from racefuzz import sanitizer, sanitizer_report
 from racefuzz.outcome import Finding
 from racefuzz.repro_parts import literal, normalise_source, text_timeline, usage
-from racefuzz.schedule import Op, Schedule, to_json_obj
+from racefuzz.schedule import Op, Schedule
+from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
 from racefuzz.worker import INTERNAL_EXIT, lifeline, native_trace, ops, sequencer
 from racefuzz.worker import main as worker_main

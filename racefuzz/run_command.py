@@ -30,7 +30,8 @@ from racefuzz.disk_reserve import Reserve
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import RunResult
-from racefuzz.schedule import Schedule, load_many
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import load_many
 from racefuzz.shrink_command import shrink_to_bundle
 from racefuzz.target import Target
 

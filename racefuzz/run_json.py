@@ -11,7 +11,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
-from racefuzz.schedule import from_json_obj, to_json_obj
+from racefuzz.schedule_json import from_json_obj, to_json_obj
 
 
 def run_to_json(run: RunResult) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from pathlib import Path
 from racefuzz import contract
 from racefuzz.atomic_file import write_text
 from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, ScheduleError, dumps, problems
+from racefuzz.schedule import Op, Schedule, ScheduleError, problems
+from racefuzz.schedule_json import dumps
 from racefuzz.shrink_passes import PASSES, delete_steps, without
 
 # Name ranks: no name, then canonical names by number (s1 < s2 < s10), then anything else.

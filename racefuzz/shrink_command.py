@@ -19,7 +19,8 @@ from racefuzz.console import timeline
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Schedule, load
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import load
 from racefuzz.target import Target
 from racefuzz.zygote_pool import ZygoteLauncher
 from racefuzz.zygote_pool import available as zygote_available

@@ -55,7 +55,7 @@ def test_a_release_overlapping_the_unregister_may_come_after_it() -> None:
 def test_the_one_real_nxrt_crash_we_knew_is_api_misuse() -> None:
     from pathlib import Path
 
-    from racefuzz.schedule import load
+    from racefuzz.schedule_json import load
 
     wild = Path(__file__).parent.parent / "schedules" / "misuse"
     found = [load(p) for p in sorted(wild.glob("*.json"))]

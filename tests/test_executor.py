@@ -19,7 +19,8 @@ import pytest
 
 from racefuzz import executor, native_stack
 from racefuzz.outcome import Exit
-from racefuzz.schedule import Op, Schedule, Step, save
+from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.schedule_json import save
 from racefuzz.target import Target, load_target
 from racefuzz.zygote_pool import ZygoteLauncher, available
 

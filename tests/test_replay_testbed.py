@@ -15,7 +15,8 @@ from racefuzz import executor
 from racefuzz.baseline import ALONE, INTERLEAVING, Baselines
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.replay import replay
-from racefuzz.schedule import Schedule, load, load_many
+from racefuzz.schedule import Schedule
+from racefuzz.schedule_json import load, load_many
 from racefuzz.target import Target, load_target
 
 SCHEDULES = Path(__file__).resolve().parent.parent / "schedules"

@@ -21,7 +21,8 @@ from racefuzz import envinfo, executor, report, run_json
 from racefuzz.builtin_targets import nxrt_cpu_target
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Op, Schedule, Step, load
+from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.schedule_json import load
 from racefuzz.target import Profile, Target, load_target
 
 GHOST = Profile("ghost", None, "NoSuchEP", {})

@@ -11,21 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from racefuzz.schedule import (
-    MAX_JITTER_US,
-    Op,
-    Schedule,
-    ScheduleError,
-    Step,
-    dumps,
-    from_json_obj,
-    load,
-    load_many,
-    loads,
-    problems,
-    save,
-    to_json_obj,
-)
+from racefuzz.schedule import MAX_JITTER_US, Op, Schedule, ScheduleError, Step, problems
+from racefuzz.schedule_json import dumps, from_json_obj, load, load_many, loads, save, to_json_obj
 from racefuzz.strategies.hypothesis_schedules import schedules, spaces
 from racefuzz.strategies.space import Space
 

@@ -14,7 +14,8 @@ import pytest
 
 from racefuzz import executor, shrink
 from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Op, Schedule, load
+from racefuzz.schedule import Op, Schedule
+from racefuzz.schedule_json import load
 from racefuzz.target import load_target
 from racefuzz.zygote_pool import ZygoteLauncher, available
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from racefuzz.errors import RacefuzzError
 from racefuzz.outcome import Exit, Finding, RunResult, StepOutcome
-from racefuzz.schedule import Op, Schedule, ScheduleError, Step, load_many, problems
+from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
+from racefuzz.schedule_json import load_many
 from racefuzz.strategies import make, names
 from racefuzz.strategies.base import State, enabled_steps, normalise_groups, repair
 from racefuzz.strategies.hypothesis_schedules import schedules, spaces

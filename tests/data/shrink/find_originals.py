@@ -11,7 +11,7 @@ from pathlib import Path
 
 from racefuzz import executor, strategies
 from racefuzz.campaign import space_for
-from racefuzz.schedule import save
+from racefuzz.schedule_json import save
 from racefuzz.target import load_target
 from racefuzz.zygote_pool import ZygoteLauncher
 
