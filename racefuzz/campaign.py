@@ -41,7 +41,7 @@ from racefuzz.executor import Launcher
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import dumps, save
-from racefuzz.strategies.space import Space
+from racefuzz.strategies.space import space_for
 from racefuzz.target import Target
 from racefuzz.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.zygote_pool import available as zygote_available
@@ -63,32 +63,6 @@ class CampaignConfig:
     lifecycle: bool = True  # unregister / re-register mid-schedule
     allow_misuse: bool = False  # generate outside ORT's API contract too (`racefuzz.contract`)
     known_issues: frozenset[str] = frozenset()  # clusters that do not fail the run
-
-
-def space_for(
-    target: Target,
-    max_steps: int,
-    max_threads: int,
-    lifecycle: bool = True,
-    allow_misuse: bool = False,
-) -> Space:
-    libraries = tuple(lib.name for lib in target.libraries)
-    names = target.profile_names()
-    library_of: dict[str, str | None] = {}
-    for p in names:
-        lib = target.library_of(p)
-        if lib is None or len(libraries) > 1:
-            library_of[p] = lib
-    return Space(
-        profiles=names,
-        models=target.models,
-        libraries=libraries if len(libraries) > 1 else (),
-        library_of=library_of,
-        max_steps=max_steps,
-        max_threads=max_threads,
-        lifecycle=lifecycle,
-        allow_misuse=allow_misuse,
-    )
 
 
 # The output folder failing, not racefuzz: the campaign stops and writes what it can.
@@ -326,7 +300,7 @@ class Campaign:
                 self._cancel_now()
 
     def _new_finding(self, finding: Finding, result: RunResult) -> None:
-        path = self._unique_path(self.out_dir / "findings", finding.slug)
+        path = campaign_store.unique_path(self.out_dir / "findings", finding.slug)
         rec = FindingRecord(
             finding,
             1,
@@ -360,7 +334,11 @@ class Campaign:
     def _save_new(self, rec: FindingRecord, result: RunResult) -> None:
         save(result.schedule, rec.original, exclusive=True)
         campaign_store.save_run(rec.run_path, result)
-        save(result.schedule, self._unique_path(self.out_dir / "corpus", rec.finding.slug), True)
+        save(
+            result.schedule,
+            campaign_store.unique_path(self.out_dir / "corpus", rec.finding.slug),
+            True,
+        )
 
     @staticmethod
     def _save_smallest(rec: FindingRecord) -> None:
@@ -421,11 +399,3 @@ class Campaign:
     def _add_task(self, priority: int, label: str, task: Task) -> None:
         self._task_order += 1
         heapq.heappush(self._tasks, (priority, self._task_order, label, task))
-
-    @staticmethod
-    def _unique_path(folder: Path, stem: str) -> Path:
-        for n in range(1, 10_000):
-            p = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
-            if not p.exists():
-                return p
-        raise RuntimeError(f"no free file name for {stem} in {folder}")

@@ -34,6 +34,15 @@ from racefuzz.shrink import confirmed
 _DERIVED = (".run.json", ".smallest.json", ".min.json")  # beside a finding's first schedule
 
 
+def unique_path(folder: Path, stem: str) -> Path:
+    """`folder/stem.json`, or `stem-2.json`...: a name no file has yet."""
+    for n in range(1, 10_000):
+        p = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+        if not p.exists():
+            return p
+    raise RuntimeError(f"no free file name for {stem} in {folder}")
+
+
 def save_run(path: Path, run: RunResult) -> None:
     write_text(path, json.dumps({**run_to_json(run), "stderr_tail": run.stderr_tail}) + "\n")
 

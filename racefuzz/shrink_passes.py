@@ -3,8 +3,8 @@
 A pass is a plain function of the shrinker's state (`Shrinking`): it builds candidates from the
 current best schedule and offers each to `consider`, which runs it and keeps it when it is simpler
 and still fails the same way. Passes never run anything themselves and never compare schedules:
-`racefuzz.shrink.sort_key` alone says what "simpler" means, and `consider` enforces it, so a pass
-may offer a candidate that turns out not to be simpler (it is then skipped without a run).
+`racefuzz.shrink_order.sort_key` alone says what "simpler" means, and `consider` enforces it, so
+a pass may offer a candidate that turns out not to be simpler (it is then skipped, not run).
 
 `PASSES` lists them in the order they run, biggest cuts first, as Hypothesis' shrinker does: a
 pass that deletes a whole thread makes the later, finer passes cheaper.

@@ -79,7 +79,7 @@ def test_ctrl_c_or_sigterm_stops_the_campaign_and_still_writes_the_summary(
 
 def test_the_same_seed_makes_the_same_schedules(tmp_path: Path) -> None:
     from racefuzz import strategies
-    from racefuzz.campaign import space_for
+    from racefuzz.strategies.space import space_for
     from racefuzz.target import load_target
 
     space = space_for(load_target("cpu"), 24, 4)
@@ -95,7 +95,9 @@ def test_allow_misuse_finds_the_nxrt_crash_and_labels_it_misuse_not_a_failure(
     proc = start(
         tmp_path,
         *("--target", "nxrt-cpu", "--allow-misuse", "--seconds", "20", "--jobs", "2"),
-        "--no-shrink",
+        # The random walk gives unregisters a steady share (about 1 in 8 illegal schedules
+        # crash); the portfolio's share moves with its bandit and the seed.
+        *("--strategy", "random", "--no-shrink"),
     )
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, out + err  # misuse alone never fails the run

@@ -8,11 +8,10 @@ from dataclasses import replace
 import pytest
 
 from racefuzz import contract, strategies
-from racefuzz.campaign import space_for
 from racefuzz.oracles import judge
 from racefuzz.outcome import Exit, RunResult, StepOutcome
 from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.strategies.space import Space
+from racefuzz.strategies.space import Space, space_for
 
 LIB = {"dml": "amd", "mgx": "amd", "cpu": None}.get
 

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.schedule_json import load
-from racefuzz.shrink import ShrinkEvent, ShrinkResult, SortKey, shrink, sort_key
+from racefuzz.shrink import ShrinkEvent, ShrinkResult, shrink
+from racefuzz.shrink_order import SortKey, sort_key
 from racefuzz.shrink_passes import PASSES, merged, normalised, without
 
 MODELS_BY_SIZE = ("tiny", "small", "big")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from racefuzz import contract
 from racefuzz.errors import RacefuzzError
 from racefuzz.schedule import Op, Schedule, problems
+from racefuzz.target import Target
 
 # The registration key of the one unnamed library: `problems()` reads "*" as "every library",
 # which is exactly what a `register` step without a library name does.
@@ -115,3 +116,29 @@ class Space:
 
     def breaches(self, schedule: Schedule) -> list[contract.Breach]:
         return contract.breaches(schedule, self.library_for)
+
+
+def space_for(
+    target: Target,
+    max_steps: int,
+    max_threads: int,
+    lifecycle: bool = True,
+    allow_misuse: bool = False,
+) -> Space:
+    libraries = tuple(lib.name for lib in target.libraries)
+    names = target.profile_names()
+    library_of: dict[str, str | None] = {}
+    for p in names:
+        lib = target.library_of(p)
+        if lib is None or len(libraries) > 1:
+            library_of[p] = lib
+    return Space(
+        profiles=names,
+        models=target.models,
+        libraries=libraries if len(libraries) > 1 else (),
+        library_of=library_of,
+        max_steps=max_steps,
+        max_threads=max_threads,
+        lifecycle=lifecycle,
+        allow_misuse=allow_misuse,
+    )

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from racefuzz import executor, strategies
-from racefuzz.campaign import space_for
 from racefuzz.schedule_json import save
+from racefuzz.strategies.space import space_for
 from racefuzz.target import load_target
 from racefuzz.zygote_pool import ZygoteLauncher
 
