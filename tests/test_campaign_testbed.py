@@ -55,7 +55,7 @@ def test_a_campaign_without_corpus_finds_each_seeded_bug(
 def test_the_fixed_testbed_shows_none_of_the_bug_symptoms_only_r1(
     testbed_library: Path, tmp_path: Path
 ) -> None:
-    state = campaign("testbed", tmp_path, 30, None)
+    state = campaign("testbed", tmp_path, 20, None)
     assert state.schedules > 50
     for rec in state.findings.values():
         f = rec.finding
