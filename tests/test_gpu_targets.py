@@ -125,3 +125,15 @@ def test_the_zygote_is_born_with_the_target_env(testbed_library: Path) -> None:
     finally:
         launcher.close()
     assert not run.findings, run
+
+
+def test_a_missing_loader_or_driver_is_one_line_naming_it() -> None:
+    from racefuzz.errors import RacefuzzError
+    from racefuzz.gpu_targets import require_shared_library
+
+    with pytest.raises(RacefuzzError) as raised:
+        require_shared_library("libracefuzz-no-such.so.9", "the Vulkan loader", "target 'webgpu'")
+    assert str(raised.value) == (
+        "target 'webgpu' needs the Vulkan loader (libracefuzz-no-such.so.9 not found)"
+    )
+    require_shared_library("libc.so.6", "the C library", "target 'x'")  # present: no error
