@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from racefuzz import executor, native_stack
-from racefuzz.outcome import Exit
+from racefuzz.outcome import Exit, RunResult
 from racefuzz.schedule import Op, Schedule, Step
 from racefuzz.schedule_json import save
 from racefuzz.target import Target, load_target
@@ -54,20 +54,36 @@ def faulty(fault: str) -> Target:
     return load_target("testbed").with_env(RACEFUZZ_TESTBED_FAULT=fault)
 
 
-@pytest.mark.parametrize("fast", [False, True], ids=["spawn", "zygote"])
-def test_a_native_segfault_names_the_ep_function_that_faulted(
-    testbed_library: Path, fast: bool
-) -> None:
-    if native_stack.tracer_library() is None:
-        pytest.skip("no C compiler here: crash reports carry Python stacks only")
+def run_on(
+    fast: bool,
+    target: Target,
+    schedule: Schedule,
+    options: executor.RunOptions | None = None,
+) -> RunResult:
+    """One run, spawned or forked from a zygote (closed afterwards)."""
     if fast and not available():
         pytest.skip("no fork on this platform")
     launcher = ZygoteLauncher() if fast else None
     try:
-        r = executor.run(faulty("segv:mgx"), PARKED, launcher=launcher)
+        return executor.run(target, schedule, options, launcher=launcher)
     finally:
         if launcher is not None:
             launcher.close()
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["spawn", "zygote"])
+def segfault(request: pytest.FixtureRequest, testbed_library: Path) -> RunResult:
+    """A real native segfault (every mgx Compute dereferences null), run once per launcher and
+    read by several tests."""
+    return run_on(bool(request.param), faulty("segv:mgx"), PARKED)
+
+
+def test_a_native_segfault_names_the_ep_function_that_faulted(
+    testbed_library: Path, segfault: RunResult
+) -> None:
+    if native_stack.tracer_library() is None:
+        pytest.skip("no C compiler here: crash reports carry Python stacks only")
+    r = segfault
     assert r.exit is Exit.CRASH and r.signal == "SIGSEGV"  # the tracer hands the signal on
     assert r.stacks.startswith(native_stack.HEADER)
     native, python = r.stacks.split("End of native stack", 1)
@@ -79,18 +95,10 @@ def test_a_native_segfault_names_the_ep_function_that_faulted(
     assert native_stack.has_symbol_table(testbed_library)
 
 
-@pytest.mark.parametrize("fast", [False, True], ids=["spawn", "zygote"])
 def test_a_native_segfault_is_a_crash_with_every_threads_stack_and_the_steps_in_flight(
-    testbed_library: Path, fast: bool
+    segfault: RunResult,
 ) -> None:
-    if fast and not available():
-        pytest.skip("no fork on this platform")
-    launcher = ZygoteLauncher() if fast else None
-    try:
-        r = executor.run(faulty("segv:mgx"), PARKED, launcher=launcher)
-    finally:
-        if launcher is not None:
-            launcher.close()
+    r = segfault
     assert r.exit is Exit.CRASH and r.signal == "SIGSEGV"
     assert r.in_flight == (4,)  # the mgx run, on thread 0; thread 1 waits for its next step
     (crash,) = [f for f in r.findings if f.kind == "crash"]
@@ -120,9 +128,6 @@ def test_a_native_hang_is_a_hang_within_its_timeout_and_the_worker_is_killed(
 def test_a_worker_killed_from_outside_is_no_finding(
     testbed_library: Path, fast: bool, sig: signal.Signals
 ) -> None:
-    if fast and not available():
-        pytest.skip("no fork on this platform")
-    launcher = ZygoteLauncher() if fast else None
     ours = {p.pid for p in psutil.Process().children(recursive=True)}
 
     def kill_the_worker() -> None:
@@ -135,12 +140,9 @@ def test_a_worker_killed_from_outside_is_no_finding(
     killer = threading.Thread(target=kill_the_worker)
     killer.start()
     try:
-        options = executor.RunOptions(step_timeout=30)
-        r = executor.run(faulty("hang:mgx"), TWO_THREADS, options, launcher=launcher)
+        r = run_on(fast, faulty("hang:mgx"), TWO_THREADS, executor.RunOptions(step_timeout=30))
     finally:
         killer.join()
-        if launcher is not None:
-            launcher.close()
     assert r.exit is Exit.KILLED and r.signal == sig.name
     assert r.findings == ()  # a user, a CI timeout or the OOM killer: nothing about the EP
 

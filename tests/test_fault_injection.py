@@ -21,19 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from test_no_orphans import marked
 
 FAULTS = 20
-
-
-def marked(mark: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.environ().get("RACEFUZZ_TEST_MARK") == mark:
-                found.append(p)
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-    return found
 
 
 def campaign(out: Path, folder: Path | None, seconds: float, env: dict[str, str]) -> list[str]:

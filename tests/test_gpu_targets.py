@@ -6,13 +6,12 @@ bench/results/gpu.md (through the `device` tool, an H200)."""
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import psutil
 import pytest
+from test_cli import racefuzz
 
 from racefuzz import executor
 from racefuzz.schedule import Op, Schedule, Step
@@ -22,16 +21,6 @@ from racefuzz.zygote_pool import ZygoteLauncher, available
 HAVE = {
     m: importlib.util.find_spec(m) is not None for m in ("onnxruntime_ep_webgpu", "nxrt_ep_cuda")
 }
-
-
-def racefuzz(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "racefuzz", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
 
 
 @pytest.mark.parametrize(
