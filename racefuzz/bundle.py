@@ -15,8 +15,8 @@ import datetime
 import json
 import os
 import shutil
-import tempfile
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
@@ -74,81 +74,57 @@ def write_bundle(
     `seed` is the seed of the random inputs the failing run used (`RunOptions.seed`).
     """
     date = datetime.date.today().isoformat()
-    # Built aside and renamed into place whole: a kill mid-write leaves a temporary folder
-    # (`campaign_store.tidy` removes it), never a half bundle that --resume would take as done.
+
+    def fill(folder: Path) -> None:
+        k, n = reproduced
+        _write_json(folder / "finding.json", {**finding.to_json(), "reproduction": [k, n]})
+        (folder / "schedule.json").write_text(dumps(minimal), encoding="utf-8")
+        (folder / "original.json").write_text(dumps(original), encoding="utf-8")
+        _write_json(folder / "failing_run.json", run_to_json(failing_run))
+        meta = {
+            "version": BUNDLE_VERSION,
+            "created": date,
+            "target_spec": target_spec,
+            "seed": seed,
+            "target": target.to_json(),
+            "shrink": None if shrink_stats is None else dict(shrink_stats),
+        }
+        if not is_builtin(target_spec):  # a racefuzz.toml target: the bundle carries its table
+            (folder / "racefuzz.toml").write_text(target_toml(target), encoding="utf-8")
+            meta["config"] = "racefuzz.toml"
+        _write_json(folder / "bundle.json", meta)
+        env = envinfo.collect(target)
+        _write_json(folder / "env.json", env)
+        logs = folder / "logs"
+        logs.mkdir()
+        (logs / "stderr.txt").write_text(failing_run.stderr_tail, encoding="utf-8")
+        if failing_run.trace:
+            lines = [json.dumps(line) for line in failing_run.trace]
+            (logs / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        model_bytes = {m: models.model_bytes(m) for m in sorted(minimal.models())}
+        version = env["racefuzz"] or ""
+        script = repro_source(minimal, finding, target, model_bytes, seed=seed, version=version)
+        (folder / "repro.py").write_text(script, encoding="utf-8")
+        if target.sanitizer == "thread":  # repro.py's TSAN_OPTIONS name the copy beside it
+            shutil.copyfile(sanitizer.SUPPRESSIONS, folder / SUPPRESSIONS_NAME)
+        (folder / "report.md").write_text(render(folder), encoding="utf-8")
+
+    return _written_whole(root, f"{date}-{finding.slug or 'finding'}", fill)
+
+
+def _written_whole(root: Path, base: str, fill: Callable[[Path], None]) -> Path:
+    """A folder `fill` wrote aside, then renamed onto a name claimed with `create_folder`: a
+    kill mid-write leaves a temporary folder (`campaign_store.tidy` removes it), never a half
+    bundle that --resume would take as done."""
     root.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=TMP_BUNDLE_PREFIX, dir=root))
+    # Made with the user's umask (mkdtemp would make it 0700): a bundle is for sharing.
+    folder = root / f"{TMP_BUNDLE_PREFIX}{uuid.uuid4().hex}"
+    folder.mkdir()
     try:
-        _fill_bundle(
-            folder,
-            finding,
-            original,
-            minimal,
-            failing_run,
-            target,
-            target_spec,
-            reproduced,
-            shrink_stats,
-            date,
-            seed,
-        )
-        claim = create_folder(root, f"{date}-{finding.slug or 'finding'}")
+        fill(folder)
+        claim = create_folder(root, base)
         os.rename(folder, claim)  # onto the empty claimed name: POSIX replaces it atomically
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return claim
-
-
-def _fill_bundle(
-    folder: Path,
-    finding: Finding,
-    original: Schedule,
-    minimal: Schedule,
-    failing_run: RunResult,
-    target: Target,
-    target_spec: str,
-    reproduced: tuple[int, int],
-    shrink_stats: Mapping[str, object] | None,
-    date: str,
-    seed: int,
-) -> None:
-    os.chmod(folder, 0o777 & ~_umask())  # mkdtemp makes it 0700; a bundle is for sharing
-    k, n = reproduced
-    _write_json(folder / "finding.json", {**finding.to_json(), "reproduction": [k, n]})
-    (folder / "schedule.json").write_text(dumps(minimal), encoding="utf-8")
-    (folder / "original.json").write_text(dumps(original), encoding="utf-8")
-    _write_json(folder / "failing_run.json", run_to_json(failing_run))
-    meta = {
-        "version": BUNDLE_VERSION,
-        "created": date,
-        "target_spec": target_spec,
-        "seed": seed,
-        "target": target.to_json(),
-        "shrink": None if shrink_stats is None else dict(shrink_stats),
-    }
-    if not is_builtin(target_spec):  # a racefuzz.toml target: the bundle carries its table
-        (folder / "racefuzz.toml").write_text(target_toml(target), encoding="utf-8")
-        meta["config"] = "racefuzz.toml"
-    _write_json(folder / "bundle.json", meta)
-    env = envinfo.collect(target)
-    _write_json(folder / "env.json", env)
-    logs = folder / "logs"
-    logs.mkdir()
-    (logs / "stderr.txt").write_text(failing_run.stderr_tail, encoding="utf-8")
-    if failing_run.trace:
-        lines = [json.dumps(line) for line in failing_run.trace]
-        (logs / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    model_bytes = {m: models.model_bytes(m) for m in sorted(minimal.models())}
-    version = env["racefuzz"] or ""
-    script = repro_source(minimal, finding, target, model_bytes, seed=seed, version=version)
-    (folder / "repro.py").write_text(script, encoding="utf-8")
-    if target.sanitizer == "thread":  # repro.py's TSAN_OPTIONS name the copy beside it
-        shutil.copyfile(sanitizer.SUPPRESSIONS, folder / SUPPRESSIONS_NAME)
-    (folder / "report.md").write_text(render(folder), encoding="utf-8")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
