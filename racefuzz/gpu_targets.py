@@ -55,14 +55,15 @@ def package_library(module: str, pip_name: str, who: str, pre: bool = False) -> 
     return path
 
 
-def require_shared_library(name: str, what: str, target: str) -> None:
-    """One line naming `what` is missing when `name` cannot be loaded (Linux only)."""
+def require_shared_library(name: str, what: str, who: str) -> None:
+    """One line naming `what` is missing when `name` cannot be loaded (Linux only); `who`
+    starts the line, as in `package_library`."""
     if not sys.platform.startswith("linux"):
         return
     try:
         ctypes.CDLL(name)
     except OSError:
-        raise RacefuzzError(f"target '{target}' needs {what} ({name} not found)") from None
+        raise RacefuzzError(f"{who} needs {what} ({name} not found)") from None
 
 
 def nvidia_library_path() -> str:
@@ -87,7 +88,7 @@ def webgpu_target() -> Target:
     require_shared_library(
         "libvulkan.so.1",
         "the Vulkan loader (Debian/Ubuntu: apt install libvulkan1) and a GPU with a Vulkan driver",
-        "webgpu",
+        "target 'webgpu'",
     )
     return Target(
         name="webgpu",
@@ -102,7 +103,7 @@ def webgpu_target() -> Target:
 
 def nxrt_cuda_target() -> Target:
     path = package_library("nxrt_ep_cuda", "nxrt-ep-cuda", "target 'nxrt-cuda'", pre=True)
-    require_shared_library("libcuda.so.1", "an NVIDIA GPU and its driver", "nxrt-cuda")
+    require_shared_library("libcuda.so.1", "an NVIDIA GPU and its driver", "target 'nxrt-cuda'")
     return Target(
         name="nxrt-cuda",
         description="the nxrt-ep-cuda plugin EP (CUDA 13) from PyPI",

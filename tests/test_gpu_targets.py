@@ -121,8 +121,8 @@ def test_a_missing_loader_or_driver_is_one_line_naming_it() -> None:
     from racefuzz.gpu_targets import require_shared_library
 
     with pytest.raises(RacefuzzError) as raised:
-        require_shared_library("libracefuzz-no-such.so.9", "the Vulkan loader", "webgpu")
+        require_shared_library("libracefuzz-no-such.so.9", "the Vulkan loader", "target 'webgpu'")
     assert str(raised.value) == (
         "target 'webgpu' needs the Vulkan loader (libracefuzz-no-such.so.9 not found)"
     )
-    require_shared_library("libc.so.6", "the C library", "x")  # present: no error
+    require_shared_library("libc.so.6", "the C library", "target 'x'")  # present: no error
