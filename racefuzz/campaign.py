@@ -115,8 +115,7 @@ class Campaign:
         # Read by worker threads (trio's cancel scope may not be): the campaign is ending.
         self._stopping = False
         self._ends_at = float("inf")
-        # Work about findings (baseline, shrink) that job slots take before fuzzing more.
-        # Black-box findings first: a misroute (white-box) usually shadows one of them.
+        # Work about findings (baseline, shrink) that job slots take before fuzzing more (`_rank`).
         self._tasks: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
         self._task_order = 0
         self._task_slots = 0  # slots busy with tasks now
@@ -318,7 +317,6 @@ class Campaign:
         label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")
         self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{label}")
         baselines = self.baselines
-        rank = 1 if finding.kind == "misroute" else 0
         if baselines is not None and finding.step is not None and not finding.misuse:
 
             def classify(launcher: Launcher | None) -> None:
@@ -327,7 +325,7 @@ class Campaign:
                 run = lambda s: self._execute(s, launcher)  # noqa: E731
                 rec.finding = baselines.classify(result.schedule, rec.finding, run)
 
-            self._add_task(rank, f"baseline of {finding.kind} on {finding.op}", classify)
+            self._add_task(_rank(finding), f"baseline of {finding.kind} on {finding.op}", classify)
         self._queue_shrink(rec, lambda: rec.smallest)
         self._persist()
 
@@ -362,8 +360,8 @@ class Campaign:
             hook(rec, start(), rec.smallest_result, launcher)
             self.state.mark_duplicate(rec)
 
-        rank = 1 if rec.finding.kind == "misroute" else 0
-        self._add_task(2 + rank, f"shrinking {rec.finding.kind} on {rec.finding.op}", shrink)
+        label = f"shrinking {rec.finding.kind} on {rec.finding.op}"
+        self._add_task(2 + _rank(rec.finding), label, shrink)
 
     # --- the output folder ------------------------------------------------------------
 
@@ -399,3 +397,9 @@ class Campaign:
     def _add_task(self, priority: int, label: str, task: Task) -> None:
         self._task_order += 1
         heapq.heappush(self._tasks, (priority, self._task_order, label, task))
+
+
+def _rank(finding: Finding) -> int:
+    """Task order within baselines and within shrinks: black-box findings first (a misroute,
+    the testbed's white-box trace, usually shadows one of them)."""
+    return 1 if finding.kind == "misroute" else 0

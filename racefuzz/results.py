@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from racefuzz import campaign_store
 from racefuzz.atomic_file import write_text
 from racefuzz.campaign_state import CampaignState, FindingRecord
 from racefuzz.console import ORIGIN_LABEL
@@ -38,9 +39,9 @@ def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
 
 def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: Path | None) -> None:
     records = sorted(list(state.findings.values()), key=lambda r: r.first_seen_s)
-    # A resumed campaign writes into the same folder: what the earlier run found and this one
-    # did not meet again stays listed, never dropped.
-    earlier = [f for f in _earlier_findings(root) if _cluster_of(f) not in state.findings]
+    # A resumed campaign writes into the same folder: an earlier entry `campaign_store` could
+    # not restore (its schedule file gone, say) stays listed, never dropped.
+    earlier = [f for f in campaign_store.entries(root) if _cluster_of(f) not in state.findings]
     payload = {
         **header,
         "elapsed_s": round(state.elapsed(), 1),
@@ -58,17 +59,6 @@ def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: P
 def _cluster_of(entry: dict[str, Any]) -> str:
     """A findings.json entry's cluster (files written before clustering have signatures)."""
     return str(entry.get("cluster") or entry.get("signature"))
-
-
-def _earlier_findings(root: Path) -> list[dict[str, Any]]:
-    path = root / "findings.json"
-    if not path.exists():
-        return []
-    try:
-        found = json.loads(path.read_text(encoding="utf-8")).get("findings", [])
-    except ValueError:
-        return []
-    return [f for f in found if isinstance(f, dict)]
 
 
 _SECTIONS = (
