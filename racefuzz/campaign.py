@@ -307,7 +307,6 @@ class Campaign:
             path,
             smallest=result.schedule,
             smallest_result=result,
-            smallest_path=path.with_suffix(".smallest.json"),
             signatures={finding.signature},
             known=finding.cluster in self.config.known_issues,
         )

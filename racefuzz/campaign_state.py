@@ -35,7 +35,6 @@ class FindingRecord:
     original: Path  # the first schedule of the cluster, on disk from the moment it was seen
     smallest: Schedule  # the cluster's smallest member so far
     smallest_result: RunResult | None  # a failing run of `smallest` (None: lost, not shrinkable)
-    smallest_path: Path
     state: str = "new"  # new | shrinking | shrunk (k/n) | not reproduced (k/n) | ...
     minimal: Schedule | None = None  # the shrunk schedule, once it reproduced
     reproduction: tuple[int, int] | None = None
@@ -49,10 +48,20 @@ class FindingRecord:
     def signature_count(self) -> int:
         return self.earlier_signatures + len(self.signatures)
 
+    # Files kept beside the cluster's first schedule (`campaign_store` reads them back).
+    @property
+    def smallest_path(self) -> Path:
+        return self.original.with_suffix(".smallest.json")
+
     @property
     def run_path(self) -> Path:
         """Where the failing run of `smallest` is kept, for shrinking after a resume."""
         return self.original.with_suffix(".run.json")
+
+    @property
+    def best_path(self) -> Path:
+        """The shrinker's best schedule so far, complete at every moment."""
+        return self.original.with_suffix(".min.json")
 
     @property
     def minimal_steps(self) -> int | None:

@@ -12,7 +12,7 @@ Every file is written aside and renamed, so a kill leaves old or new contents, n
 can still land between two writes; `restore` closes each such gap: a bundle written but not yet
 listed is adopted by its cluster (never shrunk and written twice), temporary files are removed
 (`tidy`), and a finding's schedule saved before `findings.json` listed it goes back into the
-corpus (`orphans`), so the resumed run meets it again.
+corpus (`corpus`), so the resumed run meets it again.
 """
 
 from __future__ import annotations
@@ -121,7 +121,6 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
         original,
         smallest=run.schedule if run is not None else first,
         smallest_result=run,
-        smallest_path=original.with_suffix(".smallest.json"),
         state=str(e.get("state") or "new"),
         duplicate_of=e.get("duplicate_of"),
         earlier_signatures=int(e.get("signatures") or 0),
@@ -153,7 +152,7 @@ def needs_shrinking(rec: FindingRecord) -> bool:
 def best_so_far(rec: FindingRecord) -> Schedule:
     """Where a restored shrink restarts: the shrinker's best failing schedule, if it got one."""
     try:
-        best = load(rec.original.with_suffix(".min.json"))
+        best = load(rec.best_path)
     except ScheduleError:
         return rec.smallest
     return best if len(best.steps) < len(rec.smallest.steps) else rec.smallest

@@ -172,7 +172,7 @@ def make_shrink_hook(
             options=options,
             budget_s=seconds,
             launcher=launcher,
-            best_path=record.original.with_suffix(".min.json"),
+            best_path=record.best_path,
         )
         k, n = result.reproduction
         record.reproduction = (k, n)

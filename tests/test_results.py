@@ -23,9 +23,7 @@ ONE_THREAD = Schedule(
 def record(tmp_path: Path, op: str, origin: str) -> FindingRecord:
     finding = Finding("error", op, f"failed in {op}", ("dml",), 2, origin=origin)
     path = tmp_path / f"{op}.json"
-    return FindingRecord(
-        finding, 1, 1.0, path, ONE_THREAD, None, path.with_suffix(".smallest.json")
-    )
+    return FindingRecord(finding, 1, 1.0, path, ONE_THREAD, None)
 
 
 def test_origins_are_order_induced_fails_alone_or_unclassified(tmp_path: Path) -> None:
