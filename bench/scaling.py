@@ -20,21 +20,25 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def campaign(jobs: int, seconds: float, target: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="racefuzz-scaling-") as out:
         t0 = time.monotonic()
-        done = subprocess.run(
+        proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "racefuzz", "run", "--target", target),
                 *("--jobs", str(jobs), "--seconds", str(seconds), "--no-dashboard"),
                 *("--known", str(REPO / "testbed" / "known-issues.json"), "--out", out),
             ],
-            capture_output=True,
-            text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
+        busy, parent = _load(proc.pid, 0.3 * seconds, 0.6 * seconds)
+        proc.wait()
         wall = time.monotonic() - t0
         (folder,) = [p for p in Path(out).iterdir() if p.is_dir()]
         data = json.loads((folder / "findings.json").read_text())
@@ -44,9 +48,30 @@ def campaign(jobs: int, seconds: float, target: str) -> dict[str, float]:
         "schedules": data["schedules"],
         "rate": data["schedules"] / max(data["elapsed_s"], 1e-9),
         "new": len(new),
-        "exit": done.returncode,
+        "exit": proc.returncode,
         "wall": wall,
+        "busy_cores": busy,
+        "parent_cores": parent,
     }
+
+
+def _load(pid: int, after: float, span: float) -> tuple[float, float]:
+    """Cores in use machine-wide, and by racefuzz's parent process alone, over a window of the
+    campaign: whether a point is bound by the machine or by the parent."""
+    time.sleep(after)
+    try:
+        parent = psutil.Process(pid)
+        c0, p0, t0 = psutil.cpu_times(), parent.cpu_times(), time.monotonic()
+        time.sleep(span)
+        c1, p1, t1 = psutil.cpu_times(), parent.cpu_times(), time.monotonic()
+    except psutil.Error:
+        return float("nan"), float("nan")
+    idle = (c1.idle + getattr(c1, "iowait", 0.0)) - (c0.idle + getattr(c0, "iowait", 0.0))
+    total = sum(c1) - sum(c0)
+    cores = psutil.cpu_count() or 1
+    busy = cores * (1 - idle / total) if total > 0 else float("nan")
+    used = (p1.user + p1.system) - (p0.user + p0.system)
+    return busy, used / (t1 - t0)
 
 
 def table(rows: list[dict[str, float]], cores: int, seconds: float, target: str) -> str:
@@ -56,13 +81,15 @@ def table(rows: list[dict[str, float]], cores: int, seconds: float, target: str)
         "",
         f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.scaling`.",
         "",
-        "| jobs | schedules | schedules/s | x the 1-job rate | per job | new clusters | exit |",
-        "|--:|--:|--:|--:|--:|--:|--:|",
+        "| jobs | schedules | schedules/s | x the 1-job rate | per job | busy cores | parent cores "
+        "| new clusters | exit |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['jobs']:.0f} | {r['schedules']:.0f} | {r['rate']:.1f} | "
-            f"{r['rate'] / base:.1f} | {r['rate'] / r['jobs']:.1f} | {r['new']:.0f} | "
+            f"{r['rate'] / base:.1f} | {r['rate'] / r['jobs']:.1f} | {r['busy_cores']:.1f} | "
+            f"{r['parent_cores']:.2f} | {r['new']:.0f} | "
             f"{r['exit']:.0f} |"
         )
     return "\n".join(lines) + "\n"
