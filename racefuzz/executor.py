@@ -244,7 +244,8 @@ def run(
         trace=trace,
         sanitizer_reports=sanitizer_report.extract(stderr),
     )
-    return oracles.judge(result, target.library_of, ep_modules(target))
+    by_overlap = target.cluster_by == "overlap"
+    return oracles.judge(result, target.library_of, ep_modules(target), by_overlap)
 
 
 def ep_modules(target: Target) -> tuple[str, ...]:

@@ -188,13 +188,15 @@ def judge(
     result: RunResult,
     library_of: contract.LibraryOf | None = None,
     ep_modules: Sequence[str] = (),
+    by_overlap: bool = False,
 ) -> RunResult:
     """The result with its findings, one per signature (the earliest step wins).
 
     A finding at or after the schedule's first breach of ORT's contract (`racefuzz.contract`,
     with `library_of` mapping profiles to EP libraries) is labelled misuse; so is one with no
     step to place it (a misroute), since the breach may be what caused it. `ep_modules` are the
-    file names of the EP libraries, whose frames identify a sanitizer report.
+    file names of the EP libraries, whose frames identify a sanitizer report. `by_overlap`
+    (the target's `cluster_by = "overlap"`) tags each finding with its overlap group's shape.
     """
     found = step_findings(result)
     reports = sanitizer_findings(result, ep_modules)
@@ -212,7 +214,23 @@ def judge(
             else f
             for f in found
         ]
+    if by_overlap:
+        found = [
+            replace(f, overlap=overlap_shape(result.schedule, f.step)) if f.step is not None else f
+            for f in found
+        ]
     unique: dict[str, Finding] = {}
     for f in found:
         unique.setdefault(f.signature, f)
     return replace(result, findings=tuple(unique.values()))
+
+
+def overlap_shape(schedule: Schedule, step: int) -> str:
+    """The op kinds of the last overlap group that began at or before `step`, e.g. "run+run";
+    "" when none did (then the order alone broke it, and the symptom is the identity)."""
+    shape = ""
+    for start, stop in schedule.groups():
+        if start > step:
+            break
+        shape = "+".join(sorted(s.op.value for s in schedule.steps[start:stop]))
+    return shape

@@ -67,6 +67,9 @@ class Finding:
     # The ORT contract rule the schedule broke before this went wrong (`racefuzz.contract`);
     # '' for a legal schedule. A misuse finding is the application's fault, not the EP's.
     misuse: str = ""
+    # Under a target's `cluster_by = "overlap"`: the op kinds of the last overlap group at or
+    # before the finding (e.g. "run+run"), its whole cluster identity; "" otherwise.
+    overlap: str = ""
 
     @property
     def signature(self) -> str:
@@ -77,9 +80,12 @@ class Finding:
     def cluster(self) -> str:
         """The root-cause identity findings are grouped by (as ClusterFuzz groups crashes by
         crash state): a crash by its signal and the faulting thread's state, a hang or leak by
-        the ops in flight, anything else by kind, op and message. Profiles are left out: one bug
-        shows on several profiles. A misuse never shares a cluster with an EP bug."""
-        if self.kind == "crash":
+        the ops in flight, anything else by kind, op and message; under overlap clustering, by
+        the overlap group's shape alone. Profiles are left out: one bug shows on several
+        profiles. A misuse never shares a cluster with an EP bug."""
+        if self.overlap:
+            key = f"overlap|{self.overlap}"
+        elif self.kind == "crash":
             key = f"crash|{self.message}|{self.crash_state or self.op}"
         elif self.kind in ("asan", "tsan"):
             key = f"{self.kind}|{self.message}"  # the report's type and EP frames say it all

@@ -30,7 +30,8 @@ from racefuzz.worker import INTERNAL_EXIT, lifeline, native_trace, ops, sequence
 from racefuzz.worker import main as worker_main
 
 DEFAULT_TIMES = 20
-_FINDING = ("kind", "op", "message", "raw")  # what the script judges replays by, and shows
+# What the script judges replays by, and shows.
+_FINDING = ("kind", "op", "message", "raw", "overlap")
 
 # The script's logic. `@@NAME@@` markers are filled by `repro_source`; the data constants come
 # last so that a reader meets the logic first. It must run on Python >= 3.10 with only
@@ -172,6 +173,10 @@ def verdict(events, returncode, hung, trace_path, normalise, reports):
             if e["check"] == kind and step_op == op:
                 return True, f"{kind} at step {i} ({step_op}): {e.get('detail', '')}"
             problems.append(f"{e['check']} at step {i} ({step_op}): {e.get('detail', '')}")
+    if FINDING.get("overlap") and (problems or hung or not ended or returncode != 0):
+        # Clustered by the overlap's shape: any failure after it is this finding again.
+        what = problems[0] if problems else "hang" if hung else f"crash ({how_it_died(returncode)})"
+        return True, f"{what} (after the {FINDING['overlap']} overlap)"
     if hung or not ended or returncode != 0:
         died = "hang" if hung else "crash"
         what = "hang" if hung else f"crash ({how_it_died(returncode)})"

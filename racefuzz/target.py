@@ -121,6 +121,9 @@ class Profile:
         return cls(**obj)
 
 
+CLUSTER_BY = ("symptom", "overlap")
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -132,6 +135,10 @@ class Target:
     trace: bool = False  # the worker sets a per-run RACEFUZZ_TESTBED_TRACE file
     # (rtol, atol) for outputs against ORT's CPU EP; None: the worker's defaults (1e-4)
     tolerance: tuple[float, float] | None = None
+    # "symptom" (kind, op, message) or "overlap": findings after an overlap group are one
+    # cluster per group shape, whatever they look like (an EP whose races surface as a
+    # different error, crash or wrong value each time, like webgpu's shared device).
+    cluster_by: str = "symptom"
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -151,6 +158,9 @@ class Target:
             sanitizer.of_libraries(lib.sanitizer for lib in self.libraries)
         except RacefuzzError as e:
             out.append(str(e))
+        if self.cluster_by not in CLUSTER_BY:
+            choices = ", ".join(CLUSTER_BY)
+            out.append(f"cluster_by must be one of {choices}, not '{self.cluster_by}'")
         libraries = {lib.name for lib in self.libraries}
         names = [p.name for p in self.profiles]
         if len(set(names)) != len(names):
@@ -213,6 +223,7 @@ class Target:
             "aliases": dict(self.aliases),
             "trace": self.trace,
             "tolerance": list(self.tolerance) if self.tolerance else None,
+            "cluster_by": self.cluster_by,
         }
 
     @classmethod
@@ -229,6 +240,7 @@ class Target:
             aliases=obj.get("aliases", {}),
             trace=bool(obj.get("trace", False)),
             tolerance=tuple(obj["tolerance"]) if obj.get("tolerance") else None,
+            cluster_by=obj.get("cluster_by", "symptom"),
         )
 
 

@@ -16,7 +16,7 @@ from racefuzz import sanitizer
 from racefuzz.errors import RacefuzzError
 from racefuzz.gpu_targets import package_library
 from racefuzz.models import BUILTIN as BUILTIN_MODELS
-from racefuzz.target import DEVICE_TYPES, Library, Profile, Target
+from racefuzz.target import CLUSTER_BY, DEVICE_TYPES, Library, Profile, Target
 
 _TARGET_KEYS = (
     "description",
@@ -24,6 +24,7 @@ _TARGET_KEYS = (
     "env",
     "trace",
     "tolerance",
+    "cluster_by",
     "libraries",
     "profiles",
     "aliases",
@@ -121,7 +122,15 @@ class Reader:
             aliases=aliases,
             trace=trace,
             tolerance=self.tolerance(raw, key),
+            cluster_by=self.cluster_by(raw, key),
         )
+
+    def cluster_by(self, raw: dict[str, Any], key: str) -> str:
+        """`cluster_by = "overlap"`: one cluster per overlap-group shape (see Target)."""
+        value = raw.get("cluster_by", "symptom")
+        if value not in CLUSTER_BY:
+            self.fail(key, f"'cluster_by' must be one of {', '.join(CLUSTER_BY)}")
+        return str(value)
 
     def tolerance(self, raw: dict[str, Any], key: str) -> tuple[float, float] | None:
         """`tolerance = { rtol = 1e-3, atol = 1e-3 }`: how far outputs may differ from ORT's

@@ -51,6 +51,7 @@ def target_toml(target: Target) -> str:
             if target.tolerance
             else []
         ),
+        *([f"cluster_by = {_str(target.cluster_by)}"] if target.cluster_by != "symptom" else []),
         "",
         f"[{head}.libraries]",
         *(f"{_str(lib.name)} = {_library(lib)}" for lib in target.libraries),

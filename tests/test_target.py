@@ -321,7 +321,7 @@ BAD = [
     (
         '[targets.t]\nlibrary = "x"',
         "racefuzz.toml: targets.t: unknown key 'library' (known: description, models, env, "
-        "trace, tolerance, libraries, profiles, aliases)",
+        "trace, tolerance, cluster_by, libraries, profiles, aliases)",
     ),
     (
         '[targets.t]\ndescription = "no profiles"',
