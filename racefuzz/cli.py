@@ -26,8 +26,9 @@ class _Parser(argparse.ArgumentParser):
 def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--target",
-        default="testbed",
-        help="testbed, testbed:B3,B4 (bug switches), nxrt-cpu, cpu, or a name in racefuzz.toml",
+        default=None,
+        help="testbed (the default), testbed:B3,B4 (bug switches), nxrt-cpu, webgpu, nxrt-cuda, "
+        "cpu, or a name in racefuzz.toml; `run --resume` defaults to the campaign's own",
     )
     p.add_argument("--config", type=Path, default=None, help="target config (racefuzz.toml)")
 

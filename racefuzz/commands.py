@@ -7,8 +7,10 @@ reads top to bottom: load the target, do the work, render, decide the code.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -42,10 +44,32 @@ def check_ort() -> str:
 def _target(args: argparse.Namespace) -> Target:
     """The target, checked to load and to provide what its profiles ask for (one line else)."""
     check_ort()
+    args.target = _target_spec(args)
     target = load_target(args.target, args.config)
     for line in preflight.check(target):
         print(f"racefuzz: warning: {line}", file=sys.stderr, flush=True)
     return target
+
+
+def _target_spec(args: argparse.Namespace) -> str:
+    """`--target` as given; else a resumed campaign's own target, else the testbed. Resuming a
+    campaign on another target would mix two targets' findings in one folder: refused."""
+    given: str | None = args.target
+    resume: Path | None = getattr(args, "resume", None)
+    header = resume / "findings.json" if resume is not None else None
+    if header is None or not header.is_file():
+        return given or "testbed"
+    try:
+        data = json.loads(header.read_text(encoding="utf-8"))
+        spec = str(data.get("target_spec") or data["target"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return given or "testbed"  # campaign_store.restore reports a damaged folder itself
+    if given is not None and given != spec:
+        raise RacefuzzError(
+            f"cannot resume '{resume}' with --target {given}: it is a campaign on '{spec}' "
+            "(leave --target out to continue it)"
+        )
+    return spec
 
 
 def _options(args: argparse.Namespace) -> executor.RunOptions:
@@ -118,6 +142,7 @@ def _placement_cell(
 
 def doctor_command(args: argparse.Namespace) -> int:
     version = check_ort()
+    args.target = _target_spec(args)
     target = load_target(args.target, args.config)
     options = _options(args)
     out = Console()

@@ -225,12 +225,19 @@ def judge(
     return replace(result, findings=tuple(unique.values()))
 
 
+# Ops that reach the device the same way count as one kind in an overlap's shape: a race of
+# `run` with `run_bound` is the race of two runs, `read` and `alloc` are copies.
+_FAMILY = {"run_bound": "run", "alloc": "copy", "read": "copy", "free": "release"}
+
+
 def overlap_shape(schedule: Schedule, step: int) -> str:
-    """The op kinds of the last overlap group that began at or before `step`, e.g. "run+run";
-    "" when none did (then the order alone broke it, and the symptom is the identity)."""
+    """The kinds of call (`_FAMILY`) that overlapped in the last group that began at or before
+    `step`, e.g. "run" for two runs or "copy+create"; "" when no group did (then the order alone
+    broke it, and the symptom is the identity)."""
     shape = ""
     for start, stop in schedule.groups():
         if start > step:
             break
-        shape = "+".join(sorted(s.op.value for s in schedule.steps[start:stop]))
+        kinds = {_FAMILY.get(s.op.value, s.op.value) for s in schedule.steps[start:stop]}
+        shape = "+".join(sorted(kinds))
     return shape
