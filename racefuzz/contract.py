@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from racefuzz.op_table import SPECS, Effect, Subject
-from racefuzz.schedule import PREFIX_KINDS, Schedule
+from racefuzz.op_table import LIVE_KINDS, SPECS, Effect, Subject
+from racefuzz.schedule import Schedule
 
 LibraryOf = Callable[[str], "str | None"]
 
@@ -63,7 +63,7 @@ def breaches(schedule: Schedule, library_of: LibraryOf | None = None) -> list[Br
         if s.group is not None and (i == 0 or schedule.steps[i - 1].group != s.group):
             at_group_start = dict(alive)
         spec = SPECS[s.op]
-        subject = getattr(s, spec.subject.value) if spec.subject in PREFIX_KINDS else None
+        subject = getattr(s, spec.subject.value) if spec.subject in LIVE_KINDS else None
         if subject and spec.effect is Effect.MAKES:
             made_on = schedule.step_profile(i)
             if made_on:

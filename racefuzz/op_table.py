@@ -73,6 +73,8 @@ class Effect(StrEnum):
 
 # Fields a step may carry beyond thread, op, group and jitter_us, in JSON order.
 NAME_FIELDS = ("library", "session", "profile", "model", "value", "mode", "peer")
+# The kinds of thing a schedule makes, keeps alive and ends: sessions and device values.
+LIVE_KINDS = (Subject.SESSION, Subject.VALUE)
 # Fresh names of made sessions and values: s1, s2, ... and v1, v2, ...
 PREFIX: Mapping[Subject, str] = {Subject.SESSION: "s", Subject.VALUE: "v"}
 
@@ -97,7 +99,9 @@ class OpSpec:
     needs_earlier_create: bool = False
     weight: float = 1.0  # how often a random step is of this op, before `enabled_steps` narrows
     essential: bool = False  # swarm testing never drops it (without it nothing happens)
-    doctor: bool = False  # `racefuzz doctor` runs it alone on each profile and model
+    # `racefuzz doctor` runs it on each profile and model, after `create s1`: it may name s1
+    # or the profile, nothing else.
+    doctor: bool = False
     fields: frozenset[str] = field(init=False)  # every name field it takes (mode, peer too)
     required: frozenset[str] = field(init=False)
 
@@ -246,6 +250,8 @@ def check_table(specs: Mapping[Op, OpSpec]) -> list[str]:
             out.append(f"'{op}': a peer names a session or a value, not a {s.peer}")
         if s.mode_required and not s.modes:
             out.append(f"'{op}' requires a mode but lists none")
+        if s.doctor and (s.peer or s.subject in (Subject.VALUE, Subject.LIBRARY)):
+            out.append(f"'{op}': doctor runs ops on a session or a profile only")
         if s.weight <= 0:
             out.append(f"'{op}' has weight {s.weight}: it would never be generated")
     for kind in (Subject.SESSION, Subject.VALUE):

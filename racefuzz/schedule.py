@@ -7,9 +7,10 @@ overlap (races inside native calls need that). `jitter_us` is a sleep taken on t
 just before it runs; it is recorded here so that a jittered run replays too.
 
 Schedules are serialised as versioned JSON a person can read and edit. Decoding is strict: an
-unknown version, an unknown field or op, or an ill-formed order (a `run` before its `create`) is a
-`ScheduleError` with one line that names the step. Well-formedness is kept by generation and by
-shrinking; `problems()` is the single definition of it.
+unknown version, an unknown field, op or mode, or an ill-formed order (a `run` before its
+`create`) is a `ScheduleError` with one line that names the step. Well-formedness is kept by
+generation and by shrinking; `problems()` is the single definition of it, and reads what each op
+takes, makes, uses and ends from the op table (`racefuzz.op_table`).
 
 This module knows nothing of ORT, targets or models beyond their names.
 """
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from racefuzz.errors import RacefuzzError
-from racefuzz.op_table import NAME_FIELDS, SPECS, Effect, Op, Subject, maker
+from racefuzz.op_table import LIVE_KINDS, NAME_FIELDS, SPECS, Effect, Op, Subject, maker
 
 __all__ = ["Op"]  # re-exported: most modules take `Op` from here, with `Step`
 
@@ -77,19 +78,30 @@ class Step:
     def names(self) -> Iterator[tuple[Subject, str, bool]]:
         """(kind, name, made here) for every session or value the step names, peer included."""
         spec = SPECS[self.op]
-        if spec.subject in PREFIX_KINDS and (name := getattr(self, spec.subject.value)) is not None:
+        if spec.subject in LIVE_KINDS and (name := getattr(self, spec.subject.value)) is not None:
             yield spec.subject, name, spec.effect is Effect.MAKES
         if spec.peer is not None and self.peer is not None:
             yield spec.peer, self.peer, False
 
 
-# The kinds of thing a schedule names and keeps alive: sessions and device values.
-PREFIX_KINDS = (Subject.SESSION, Subject.VALUE)
-
-
 def make_step(op: Op, thread: int, **names: str | None) -> Step:
     """A step of `op` with those of `names` (field -> value) that the op takes."""
-    return Step(thread, op, **{f: names.get(f) for f in sorted(SPECS[op].fields)})
+    takes = SPECS[op].fields
+
+    def get(name: str) -> str | None:
+        return names.get(name) if name in takes else None
+
+    return Step(
+        thread,
+        op,
+        session=get("session"),
+        profile=get("profile"),
+        model=get("model"),
+        value=get("value"),
+        library=get("library"),
+        mode=get("mode"),
+        peer=get("peer"),
+    )
 
 
 @dataclass(frozen=True)
@@ -138,7 +150,7 @@ class Schedule:
         step = self.steps[index]
         if step.profile is not None:
             return step.profile
-        for kind in PREFIX_KINDS:
+        for kind in LIVE_KINDS:
             name = getattr(step, kind.value)
             if name is not None:
                 return self.made_with(kind, name, index)
@@ -186,7 +198,7 @@ def problems(
     if schedule.threads < 1:
         out.append(f"threads must be at least 1, not {schedule.threads}")
     registered: set[str] = set()  # "*" stands for "all libraries"
-    alive: dict[Subject, set[str]] = {kind: set() for kind in PREFIX_KINDS}
+    alive: dict[Subject, set[str]] = {kind: set() for kind in LIVE_KINDS}
     created_any = False
 
     def is_registered(profile: str | None) -> bool:
@@ -231,7 +243,7 @@ def problems(
             elif name not in alive[kind]:
                 made_by = maker(kind).op
                 out.append(f"{where}: '{s.op}' of {kind} '{name}' before its '{made_by}'")
-        if spec.effect is Effect.ENDS and spec.subject in PREFIX_KINDS:
+        if spec.effect is Effect.ENDS and spec.subject in LIVE_KINDS:
             alive[spec.subject].discard(getattr(s, spec.subject.value) or "")
         created_any = created_any or (s.op is Op.CREATE and s.session is not None)
     out.extend(_group_problems(schedule, library_of))

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from racefuzz import contract
-from racefuzz.op_table import PREFIX, SPECS, Effect, OpSpec, Subject
+from racefuzz.op_table import LIVE_KINDS, PREFIX, SPECS, Effect, OpSpec, Subject
 from racefuzz.outcome import RunResult
-from racefuzz.schedule import MAX_JITTER_US, PREFIX_KINDS, Op, Schedule, Step, make_step
+from racefuzz.schedule import MAX_JITTER_US, Op, Schedule, Step, make_step
 from racefuzz.strategies.space import Space
 
 JITTER_RATE = 0.04  # share of steps that get a sleep: rare, or it drowns the races it shakes
@@ -168,7 +168,7 @@ class State:
             return self._allows_lifecycle(step, space)
         if op not in space.ops or step.mode not in spec.mode_choices:
             return False
-        if spec.subject in PREFIX_KINDS and step.name_of(spec.subject) is None:
+        if spec.subject in LIVE_KINDS and step.name_of(spec.subject) is None:
             return False
         if spec.peer is not None and step.peer is None:
             return False
@@ -239,7 +239,7 @@ class State:
             self.ever_registered.add(key)
         elif step.op is Op.UNREGISTER:
             self.registered.discard(key)
-        elif spec.subject in PREFIX_KINDS and spec.effect is Effect.MAKES:
+        elif spec.subject in LIVE_KINDS and spec.effect is Effect.MAKES:
             name = getattr(step, spec.subject.value)
             # Made on its own profile, or (an op that takes none) on that of what it uses.
             profile = step.profile or next(
@@ -249,7 +249,7 @@ class State:
             self.alive(spec.subject)[name] = Live(profile, step.thread)
             self.names.add(name)
             self.created_any = self.created_any or step.op is Op.CREATE
-        elif spec.subject in PREFIX_KINDS and spec.effect is Effect.ENDS:
+        elif spec.subject in LIVE_KINDS and spec.effect is Effect.ENDS:
             self.alive(spec.subject).pop(getattr(step, spec.subject.value) or "", None)
 
 
