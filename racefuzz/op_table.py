@@ -57,12 +57,13 @@ class Op(StrEnum):
 
 
 class Subject(StrEnum):
-    """What an op's main name field names; the value is that field's name."""
+    """What an op's main name field names; the value is that field's name. The order is the
+    order in which `enabled_steps` proposes ops by subject."""
 
     LIBRARY = "library"
     SESSION = "session"
-    VALUE = "value"
     PROFILE = "profile"
+    VALUE = "value"
 
 
 class Effect(StrEnum):

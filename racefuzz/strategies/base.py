@@ -158,19 +158,17 @@ class State:
         g = self.current_group()
         members = [s for s in reversed(self.steps) if s.group == g]
         specs = [SPECS[s.op] for s in (*members, step)]
-        return any(s.subject is Subject.LIBRARY for s in specs) and any(
-            s.needs_registration for s in specs
-        )
+        lifecycle = any(s.subject is Subject.LIBRARY for s in specs)
+        return lifecycle and any(s.needs_registration for s in specs)
 
     def _allows_op(self, step: Step, space: Space) -> bool:
         op, spec = step.op, SPECS[step.op]
         if spec.subject is Subject.LIBRARY:
             return self._allows_lifecycle(step, space)
+        unnamed = spec.subject in LIVE_KINDS and step.name_of(spec.subject) is None
+        if unnamed or (spec.peer is not None and step.peer is None):
+            return False
         if op not in space.ops or step.mode not in spec.mode_choices:
-            return False
-        if spec.subject in LIVE_KINDS and step.name_of(spec.subject) is None:
-            return False
-        if spec.peer is not None and step.peer is None:
             return False
         profiles: list[str] = []
         if "profile" in spec.fields:
@@ -253,16 +251,9 @@ class State:
             self.alive(spec.subject).pop(getattr(step, spec.subject.value) or "", None)
 
 
-# Where `enabled_steps` looks for candidates, in order: a subject, and its makers only (True),
-# its users and enders only (False) or all its ops (None).
-_SOURCES: tuple[tuple[Subject, bool | None], ...] = (
-    (Subject.LIBRARY, None),
-    (Subject.SESSION, True),
-    (Subject.SESSION, False),
-    (Subject.PROFILE, None),
-    (Subject.VALUE, True),
-    (Subject.VALUE, False),
-)
+# Where `enabled_steps` looks for candidates, in order: each subject in `Subject`'s order, all
+# its ops (None), or for sessions and values their makers (True), then users and enders (False).
+_SOURCES = [(k, m) for k in Subject for m in ((True, False) if k in LIVE_KINDS else (None,))]
 
 
 def enabled_steps(
@@ -282,8 +273,6 @@ def enabled_steps(
             for s in SPECS.values()
             if s.subject is subject and makers in (None, s.effect is Effect.MAKES)
         ]
-        if not specs:
-            continue
         for names in _subjects(subject, makers, specs, state, space, rng):
             for spec in specs:
                 peers = sorted(state.alive(spec.peer)) if spec.peer is not None else [None]
