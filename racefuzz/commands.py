@@ -21,9 +21,10 @@ from racefuzz import executor, preflight
 from racefuzz.baseline import Baselines
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
+from racefuzz.op_table import SPECS
 from racefuzz.outcome import RunResult
 from racefuzz.replay import replay
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.schedule import Op, Schedule, Step, make_step
 from racefuzz.schedule_json import load_many
 from racefuzz.target import Profile, Target, describe, load_target
 
@@ -162,7 +163,8 @@ def doctor_command(args: argparse.Namespace) -> int:
         devices.add_row(d["ep_name"], d["ep_vendor"], d["device_type"], hex(d["vendor_id"]), mem)
     out.print(devices)
     checks = Table(title="each profile and model alone, on the main thread")
-    for col in ("profile", "model", "nodes on its EP", "create", "run", "run_bound", "copy"):
+    checked = [op for op, spec in SPECS.items() if spec.doctor]  # create first: it makes s1
+    for col in ("profile", "model", "nodes on its EP", *checked):
         checks.add_column(col)
     placed = preflight.on_ep(target, probe)
     problems = 0
@@ -170,15 +172,17 @@ def doctor_command(args: argparse.Namespace) -> int:
         for model in target.models:
             steps = (
                 Step(0, Op.REGISTER),
-                Step(0, Op.CREATE, session="s1", profile=profile.name, model=model),
-                Step(0, Op.RUN, session="s1"),
-                Step(0, Op.RUN_BOUND, session="s1"),
-                Step(0, Op.COPY, profile=profile.name),
+                *(
+                    make_step(op, 0, session="s1", profile=profile.name, model=model)
+                    for op in checked
+                ),
             )
             result = executor.run(target, Schedule(1, steps, "doctor"), options)
             problems += bool(result.findings)
             where = _placement_cell(probe, profile, model, placed.get((profile.name, model)))
-            checks.add_row(profile.name, model, where, *(_cell(result, i) for i in range(1, 5)))
+            checks.add_row(
+                profile.name, model, where, *(_cell(result, i) for i in range(1, len(steps)))
+            )
     out.print(checks)
     for line in preflight.placement_warnings(target, probe):
         out.print(f"[yellow]warning: {line}[/]")

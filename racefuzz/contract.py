@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from racefuzz.schedule import Op, Schedule
+from racefuzz.op_table import LIVE_KINDS, SPECS, Effect, Subject
+from racefuzz.schedule import Schedule
 
 LibraryOf = Callable[[str], "str | None"]
 
@@ -61,15 +62,15 @@ def breaches(schedule: Schedule, library_of: LibraryOf | None = None) -> list[Br
     for i, s in enumerate(schedule.steps):
         if s.group is not None and (i == 0 or schedule.steps[i - 1].group != s.group):
             at_group_start = dict(alive)
-        if s.op is Op.CREATE and s.session and s.profile:
-            alive[("session", s.session)] = s.profile
-        elif s.op is Op.ALLOC and s.value and s.profile:
-            alive[("value", s.value)] = s.profile
-        elif s.op is Op.RELEASE and s.session:
-            alive.pop(("session", s.session), None)
-        elif s.op is Op.FREE and s.value:
-            alive.pop(("value", s.value), None)
-        elif s.op is Op.UNREGISTER:
+        spec = SPECS[s.op]
+        subject = getattr(s, spec.subject.value) if spec.subject in LIVE_KINDS else None
+        if subject and spec.effect is Effect.MAKES:
+            made_on = schedule.step_profile(i)
+            if made_on:
+                alive[(spec.subject.value, subject)] = made_on
+        elif subject and spec.effect is Effect.ENDS:
+            alive.pop((spec.subject.value, subject), None)
+        elif spec.subject is Subject.LIBRARY and spec.effect is Effect.ENDS:
             key = s.library or "*"
             users = [
                 f"{kind} {name} ({profile})"

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from racefuzz import sanitizer, sanitizer_report
+from racefuzz.op_table import SPECS, Subject
 from racefuzz.outcome import Finding
 from racefuzz.repro_parts import literal, normalise_source, text_timeline, usage
-from racefuzz.schedule import Op, Schedule
+from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
 from racefuzz.worker import INTERNAL_EXIT, lifeline, native_trace, ops, sequencer
@@ -329,7 +330,7 @@ SUPPRESSIONS_NAME = "tsan.supp"
 
 def libraries_registered(schedule: Schedule, target: Target) -> list[str]:
     """The target's libraries the schedule registers (all of them for a bare `register`)."""
-    named = {s.library for s in schedule.steps if s.op in (Op.REGISTER, Op.UNREGISTER)}
+    named = {s.library for s in schedule.steps if SPECS[s.op].subject is Subject.LIBRARY}
     return [lib.name for lib in target.libraries if None in named or lib.name in named]
 
 

@@ -7,20 +7,23 @@ overlap (races inside native calls need that). `jitter_us` is a sleep taken on t
 just before it runs; it is recorded here so that a jittered run replays too.
 
 Schedules are serialised as versioned JSON a person can read and edit. Decoding is strict: an
-unknown version, an unknown field or op, or an ill-formed order (a `run` before its `create`) is a
-`ScheduleError` with one line that names the step. Well-formedness is kept by generation and by
-shrinking; `problems()` is the single definition of it.
+unknown version, an unknown field, op or mode, or an ill-formed order (a `run` before its
+`create`) is a `ScheduleError` with one line that names the step. Well-formedness is kept by
+generation and by shrinking; `problems()` is the single definition of it, and reads what each op
+takes, makes, uses and ends from the op table (`racefuzz.op_table`).
 
 This module knows nothing of ORT, targets or models beyond their names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
 from racefuzz.errors import RacefuzzError
+from racefuzz.op_table import LIVE_KINDS, NAME_FIELDS, SPECS, Effect, Op, Subject, maker
+
+__all__ = ["Op"]  # re-exported: most modules take `Op` from here, with `Step`
 
 VERSION = 1
 MAX_JITTER_US = 100_000
@@ -34,46 +37,8 @@ class ScheduleError(RacefuzzError):
     """A schedule file or value that racefuzz cannot run as written."""
 
 
-class Op(StrEnum):
-    """The calls a step can make (all through the public onnxruntime Python API)."""
-
-    REGISTER = "register"  # register_execution_provider_library (one library, or all of them)
-    UNREGISTER = "unregister"
-    CREATE = "create"  # InferenceSession for a profile and a model
-    RUN = "run"  # session.run on fresh random inputs, checked against the CPU reference
-    RUN_BOUND = "run_bound"  # run through IOBinding, inputs and outputs in device memory
-    COPY = "copy"  # env-level copy_tensors host -> device -> host, checked byte for byte
-    ALLOC = "alloc"  # allocate a device value, upload random data, keep it alive
-    READ = "read"  # copy a kept device value back to host and compare with what was uploaded
-    FREE = "free"  # drop a kept device value
-    RELEASE = "release"  # drop a session and collect it
-
-
-SESSION_OPS = frozenset({Op.RUN, Op.RUN_BOUND, Op.RELEASE})
-VALUE_OPS = frozenset({Op.READ, Op.FREE})
-# Ops that need the profile's EP library registered at the moment they run: device memory is
-# found through the library's OrtEpDevice, which unregistering destroys.
-NEEDS_REGISTRATION = frozenset({Op.CREATE, Op.RUN_BOUND, Op.COPY, Op.ALLOC, Op.READ})
-# Env-level device memory only has a backend once some session picked one (the seed's OGA
-# creates its session first), so these need an earlier `create` in the schedule.
-NEEDS_EARLIER_CREATE = frozenset({Op.COPY, Op.ALLOC})
-
-# Which optional fields each op carries; anything else on a step is an error.
-_FIELDS: Mapping[Op, frozenset[str]] = {
-    Op.REGISTER: frozenset({"library"}),
-    Op.UNREGISTER: frozenset({"library"}),
-    Op.CREATE: frozenset({"session", "profile", "model"}),
-    Op.RUN: frozenset({"session"}),
-    Op.RUN_BOUND: frozenset({"session"}),
-    Op.RELEASE: frozenset({"session"}),
-    Op.COPY: frozenset({"profile"}),
-    Op.ALLOC: frozenset({"value", "profile"}),
-    Op.READ: frozenset({"value"}),
-    Op.FREE: frozenset({"value"}),
-}
-_REQUIRED: Mapping[Op, frozenset[str]] = {op: names - {"library"} for op, names in _FIELDS.items()}
 STEP_FIELDS = ("thread", "op", "group", "jitter_us")
-OPTIONAL_FIELDS = ("library", "session", "profile", "model", "value")
+OPTIONAL_FIELDS = NAME_FIELDS  # omitted from JSON when None
 
 
 @dataclass(frozen=True)
@@ -89,20 +54,54 @@ class Step:
     library: str | None = None  # None: every library of the target
     group: int | None = None  # steps sharing a group are released together and overlap
     jitter_us: int = 0
+    mode: str | None = None  # a variant of the op, one of its table entry's modes
+    peer: str | None = None  # a second session or value the op uses (the table says which)
 
     def describe(self) -> str:
-        """A short human form, e.g. `create s1 (dml, mlp)`, used in tables and timelines."""
-        if self.op is Op.CREATE:
-            return f"create {self.session} ({self.profile}, {self.model})"
-        if self.op in SESSION_OPS:
-            return f"{self.op} {self.session}"
-        if self.op is Op.COPY:
-            return f"copy ({self.profile})"
-        if self.op is Op.ALLOC:
-            return f"alloc {self.value} ({self.profile})"
-        if self.op in VALUE_OPS:
-            return f"{self.op} {self.value}"
-        return f"{self.op} {self.library}" if self.library else str(self.op)
+        """A short human form, e.g. `create s1 (dml, mlp)`, used in tables and timelines:
+        the op, its subject's name, then profile and model, peer and mode where it has them."""
+        spec = SPECS[self.op]
+        text = str(self.op)
+        if spec.subject is not Subject.PROFILE and getattr(self, spec.subject.value):
+            text += f" {getattr(self, spec.subject.value)}"
+        where = [v for f in ("profile", "model") if f in spec.fields and (v := getattr(self, f))]
+        if where:
+            text += f" ({', '.join(where)})"
+        if self.peer is not None:
+            text += f" -> {self.peer}"
+        return text + (f" [{self.mode}]" if self.mode is not None else "")
+
+    def name_of(self, kind: Subject) -> str | None:
+        """The session or value this step names as its subject (made, used or ended)."""
+        return getattr(self, kind.value) if SPECS[self.op].subject is kind else None
+
+    def names(self) -> Iterator[tuple[Subject, str, bool]]:
+        """(kind, name, made here) for every session or value the step names, peer included."""
+        spec = SPECS[self.op]
+        if spec.subject in LIVE_KINDS and (name := getattr(self, spec.subject.value)) is not None:
+            yield spec.subject, name, spec.effect is Effect.MAKES
+        if spec.peer is not None and self.peer is not None:
+            yield spec.peer, self.peer, False
+
+
+def make_step(op: Op, thread: int, **names: str | None) -> Step:
+    """A step of `op` with those of `names` (field -> value) that the op takes."""
+    takes = SPECS[op].fields
+
+    def get(name: str) -> str | None:
+        return names.get(name) if name in takes else None
+
+    return Step(
+        thread,
+        op,
+        session=get("session"),
+        profile=get("profile"),
+        model=get("model"),
+        value=get("value"),
+        library=get("library"),
+        mode=get("mode"),
+        peer=get("peer"),
+    )
 
 
 @dataclass(frozen=True)
@@ -142,24 +141,49 @@ class Schedule:
         """The profile each session name was created with (first create wins)."""
         out: dict[str, str] = {}
         for s in self.steps:
-            if s.op is Op.CREATE and s.session and s.profile:
+            if SPECS[s.op].makes(Subject.SESSION) and s.session and s.profile:
                 out.setdefault(s.session, s.profile)
         return out
 
     def step_profile(self, index: int) -> str | None:
-        """The profile a step works on: its own, or that of the session it names."""
+        """The profile a step works on: its own, or that of the session or value it names."""
         step = self.steps[index]
         if step.profile is not None:
             return step.profile
-        if step.session is not None:
-            for s in reversed(self.steps[:index]):
-                if s.op is Op.CREATE and s.session == step.session:
-                    return s.profile
-        if step.value is not None:
-            for s in reversed(self.steps[:index]):
-                if s.op is Op.ALLOC and s.value == step.value:
-                    return s.profile
+        for kind in LIVE_KINDS:
+            name = getattr(step, kind.value)
+            if name is not None:
+                return self.made_with(kind, name, index)
         return None
+
+    def made_with(self, kind: Subject, name: str, before: int) -> str | None:
+        """The profile of the session or value `name` as last made before step `before`."""
+        for s in reversed(self.steps[:before]):
+            if SPECS[s.op].makes(kind) and getattr(s, kind.value) == name:
+                return s.profile
+        return None
+
+    def step_profiles(self, index: int) -> list[str | None]:
+        """The profiles a step works on: `step_profile`'s, then its peer's."""
+        step = self.steps[index]
+        peer = SPECS[step.op].peer
+        out = [self.step_profile(index)]
+        if peer is not None and step.peer is not None:
+            out.append(self.made_with(peer, step.peer, index))
+        return out
+
+
+def _field_problems(s: Step, where: str) -> list[str]:
+    spec, out = SPECS[s.op], []
+    for name in OPTIONAL_FIELDS:
+        has = getattr(s, name) is not None
+        if has and name not in spec.fields:
+            out.append(f"{where}: '{s.op}' takes no '{name}'")
+        elif not has and name in spec.required:
+            out.append(f"{where}: '{s.op}' needs a '{name}'")
+    if s.mode is not None and spec.modes and s.mode not in spec.modes:
+        out.append(f"{where}: '{s.op}' has no mode '{s.mode}' (one of {', '.join(spec.modes)})")
+    return out
 
 
 def problems(
@@ -174,8 +198,7 @@ def problems(
     if schedule.threads < 1:
         out.append(f"threads must be at least 1, not {schedule.threads}")
     registered: set[str] = set()  # "*" stands for "all libraries"
-    alive_sessions: set[str] = set()
-    alive_values: set[str] = set()
+    alive: dict[Subject, set[str]] = {kind: set() for kind in LIVE_KINDS}
     created_any = False
 
     def is_registered(profile: str | None) -> bool:
@@ -185,21 +208,14 @@ def problems(
         return lib is None or "*" in registered or lib in registered
 
     for i, s in enumerate(schedule.steps):
-        where = f"step {i}"
+        where, spec = f"step {i}", SPECS[s.op]
         if not 0 <= s.thread < schedule.threads:
             out.append(f"{where}: thread {s.thread} is outside 0..{schedule.threads - 1}")
         if not 0 <= s.jitter_us <= MAX_JITTER_US:
             out.append(f"{where}: jitter_us must be within 0..{MAX_JITTER_US}")
-        for name in OPTIONAL_FIELDS:
-            has = getattr(s, name) is not None
-            if has and name not in _FIELDS[s.op]:
-                out.append(f"{where}: '{s.op}' takes no '{name}'")
-            elif not has and name in _REQUIRED[s.op]:
-                out.append(f"{where}: '{s.op}' needs a '{name}'")
-        profile = s.profile
-        if s.op in SESSION_OPS or s.op in VALUE_OPS:
-            profile = schedule.step_profile(i)
+        out += _field_problems(s, where)
         key = s.library or "*"
+        # The backbone: the library lifecycle.
         if s.op is Op.REGISTER:
             if key in registered or ("*" in registered):
                 out.append(f"{where}: 'register' of {key} while it is registered")
@@ -211,29 +227,25 @@ def problems(
                 registered.clear()
             else:
                 registered.discard(key)
-        if s.op in NEEDS_REGISTRATION and not is_registered(profile):
-            out.append(f"{where}: '{s.op}' while the EP library of '{profile}' is not registered")
-        if s.op in NEEDS_EARLIER_CREATE and not created_any:
+        if spec.needs_registration:
+            for profile in schedule.step_profiles(i):
+                if not is_registered(profile):
+                    out.append(
+                        f"{where}: '{s.op}' while the EP library of '{profile}' is not registered"
+                    )
+        if spec.needs_earlier_create and not created_any:
             out.append(f"{where}: '{s.op}' before any 'create' (no backend chosen yet)")
-        if s.op is Op.CREATE and s.session is not None:
-            if s.session in alive_sessions:
-                out.append(f"{where}: 'create' of session '{s.session}' that is alive")
-            alive_sessions.add(s.session)
-            created_any = True
-        elif s.op in SESSION_OPS and s.session is not None:
-            if s.session not in alive_sessions:
-                out.append(f"{where}: '{s.op}' of session '{s.session}' before its 'create'")
-            if s.op is Op.RELEASE:
-                alive_sessions.discard(s.session)
-        elif s.op is Op.ALLOC and s.value is not None:
-            if s.value in alive_values:
-                out.append(f"{where}: 'alloc' of value '{s.value}' that is alive")
-            alive_values.add(s.value)
-        elif s.op in VALUE_OPS and s.value is not None:
-            if s.value not in alive_values:
-                out.append(f"{where}: '{s.op}' of value '{s.value}' before its 'alloc'")
-            if s.op is Op.FREE:
-                alive_values.discard(s.value)
+        for kind, name, made in s.names():
+            if made:
+                if name in alive[kind]:
+                    out.append(f"{where}: '{s.op}' of {kind} '{name}' that is alive")
+                alive[kind].add(name)
+            elif name not in alive[kind]:
+                made_by = maker(kind).op
+                out.append(f"{where}: '{s.op}' of {kind} '{name}' before its '{made_by}'")
+        if spec.effect is Effect.ENDS and spec.subject in LIVE_KINDS:
+            alive[spec.subject].discard(getattr(s, spec.subject.value) or "")
+        created_any = created_any or (s.op is Op.CREATE and s.session is not None)
     out.extend(_group_problems(schedule, library_of))
     return out
 
@@ -256,10 +268,6 @@ def _group_problems(
     return out
 
 
-# What a step makes, for the overlap rule: a session, a value, or a library's registration.
-_MAKES = frozenset({Op.CREATE, Op.ALLOC, Op.REGISTER})
-
-
 def _overlap_problems(
     schedule: Schedule, start: int, stop: int, library_of: Callable[[str], str | None] | None
 ) -> list[str]:
@@ -272,35 +280,41 @@ def _overlap_problems(
     steps = schedule.steps
     g = steps[start].group
     first_create = next((i for i, s in enumerate(steps) if s.op is Op.CREATE), None)
-    named: dict[tuple[str, str], tuple[int, Op]] = {}  # (kind, name) -> first step naming it
+    # (kind, name) -> the first step of the group naming it, its op, and whether it makes it.
+    named: dict[tuple[str, str], tuple[int, Op, bool]] = {}
     # Keys that some step of the group registers or unregisters (order within a group is moot).
-    registers = [
-        s.library or "*" for s in steps[start:stop] if s.op in (Op.REGISTER, Op.UNREGISTER)
-    ]
+    registers = [s.library or "*" for s in steps[start:stop] if _is_lifecycle(s.op)]
     for k in range(start, stop):
         s = steps[k]
-        for kind, name in (("session", s.session), ("value", s.value), ("library", None)):
-            if kind == "library" and s.op in (Op.REGISTER, Op.UNREGISTER):
-                name = s.library or "*"
-            if name is None:
-                continue
-            earlier = named.setdefault((kind, name), (k, s.op))
-            if earlier[0] != k and (earlier[1] in _MAKES or s.op in _MAKES):
+        spec = SPECS[s.op]
+        names: list[tuple[str, str, bool]] = [(str(kind), n, m) for kind, n, m in s.names()]
+        if _is_lifecycle(s.op):
+            names.append(("library", s.library or "*", spec.effect is Effect.MAKES))
+        for kind, name, makes in names:
+            earlier = named.setdefault((kind, name), (k, s.op, makes))
+            if earlier[0] != k and (earlier[2] or makes):
                 out.append(
                     f"step {k}: '{s.op}' of {kind} '{name}' overlaps step {earlier[0]} "
                     f"('{earlier[1]}') in group {g}"
                 )
-        if s.op in NEEDS_EARLIER_CREATE and first_create is not None and start <= first_create < k:
+        if spec.needs_earlier_create and first_create is not None and start <= first_create < k:
             out.append(f"step {k}: '{s.op}' overlaps the first 'create' in group {g}")
-        if s.op in NEEDS_REGISTRATION and registers:
-            profile = schedule.step_profile(k)
+        if spec.needs_registration and registers:
             # Without the target's map, which library a profile needs is unknown: let it be.
-            lib = library_of(profile) if library_of and profile else None
-            if lib is not None and ("*" in registers or lib in registers or lib == "*"):
+            libs = [library_of(p) for p in schedule.step_profiles(k) if library_of and p]
+            if any(
+                lib is not None and ("*" in registers or lib in registers or lib == "*")
+                for lib in libs
+            ):
                 out.append(
                     f"step {k}: '{s.op}' overlaps a register/unregister it needs in group {g}"
                 )
     return out
+
+
+def _is_lifecycle(op: Op) -> bool:
+    """`register` and `unregister`: the steps whose subject is a library's registration."""
+    return SPECS[op].subject is Subject.LIBRARY
 
 
 def is_well_formed(

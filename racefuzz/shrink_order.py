@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from racefuzz.schedule import Op, Schedule
+from racefuzz.op_table import PREFIX, SPECS
+from racefuzz.schedule import Schedule
 
 # Name ranks: no name, then canonical names by number (s1 < s2 < s10), then anything else.
 _NameRank = tuple[int, int, str]
 SortKey = tuple[
-    int, int, int, int, int, int, int, int, tuple[int, ...], tuple[tuple[_NameRank, ...], ...]
+    int, int, int, int, int, int, int, int, int, tuple[int, ...], tuple[tuple[_NameRank, ...], ...]
 ]
 
 
@@ -22,7 +23,8 @@ def sort_key(schedule: Schedule, models_by_size: Sequence[str] = ()) -> SortKey:
     """THE definition of "simpler": a smaller key is simpler.
 
     In order: fewer steps, fewer threads in use (then declared), fewer overlap groups (then fewer
-    grouped steps), less jitter (fewer jittered steps, then fewer microseconds), smaller models
+    grouped steps), less jitter (fewer jittered steps, then fewer microseconds), fewer steps with
+    a mode (the plain op is simpler than a variant of it), smaller models
     (their index in `models_by_size`, smallest first; unknown models rank after all of them),
     then lower thread numbers step by step, then earlier names (s1.., v1.., groups 0..).
     First-use renumbering (`shrink_passes.normalised`) gives the lowest of the last two.
@@ -38,16 +40,18 @@ def sort_key(schedule: Schedule, models_by_size: Sequence[str] = ()) -> SortKey:
         sum(stop - start for start, stop in groups),
         sum(1 for s in steps if s.jitter_us),
         sum(s.jitter_us for s in steps),
+        sum(1 for s in steps if s.mode is not None),
         sum(
             models.index(s.model) if s.model in models else len(models)
             for s in steps
-            if s.op is Op.CREATE
+            if "model" in SPECS[s.op].fields
         ),
         tuple(s.thread for s in steps),
         tuple(
             (
                 _name_rank(s.session, "s"),
                 _name_rank(s.value, "v"),
+                _name_rank(s.peer, PREFIX[kind]) if (kind := SPECS[s.op].peer) else (0, 0, ""),
                 (0, -1, "") if s.group is None else (1, s.group, ""),
             )
             for s in steps

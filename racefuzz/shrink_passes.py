@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from racefuzz.schedule import Op, Schedule, Step, problems
+from racefuzz.op_table import PREFIX, SPECS, Subject
+from racefuzz.schedule import Schedule, Step, problems
 
 
 class Shrinking(Protocol):
@@ -81,23 +82,25 @@ def _with_dependants(steps: Sequence[Step], drop: set[int]) -> set[int]:
     todo = list(out)
     while todo:
         i = todo.pop()
-        first = steps[i]
-        if first.op is Op.CREATE:
-            attr, name = "session", first.session
-        elif first.op is Op.ALLOC:
-            attr, name = "value", first.value
-        else:
-            continue
-        for j in range(i + 1, len(steps)):
-            later = steps[j]
-            if getattr(later, attr) != name:
-                continue
-            if later.op is first.op:
-                break  # the name was released and made again: a new life that does not need us
-            if j not in out:
-                out.add(j)
-                todo.append(j)
+        for kind, name, makes in steps[i].names():
+            if makes:
+                _add_users(steps, i, (kind, name), out, todo)
     return out
+
+
+def _add_users(
+    steps: Sequence[Step], i: int, made: tuple[Subject, str], out: set[int], todo: list[int]
+) -> None:
+    """Add the steps after `i` that name what step `i` made, as subject or as peer."""
+    for j in range(i + 1, len(steps)):
+        named = {(kind, name): makes for kind, name, makes in steps[j].names()}
+        if made not in named:
+            continue
+        if named[made]:
+            break  # the name was released and made again: a new life that does not need us
+        if j not in out:
+            out.add(j)
+            todo.append(j)
 
 
 def normalised(schedule: Schedule) -> Schedule:
@@ -106,16 +109,24 @@ def normalised(schedule: Schedule) -> Schedule:
     First-use order is the renumbering that `sort_key` ranks lowest; unused threads go.
     """
     threads: dict[int, int] = {}
-    sessions: dict[str, str] = {}
-    values: dict[str, str] = {}
+    renamed: dict[Subject, dict[str, str]] = {kind: {} for kind in PREFIX}
     groups: dict[int, int] = {}
     steps = []
+
+    def rename(kind: Subject, name: str | None) -> str | None:
+        names = renamed[kind]
+        return name and names.setdefault(name, f"{PREFIX[kind]}{len(names) + 1}")
+
     for s in schedule.steps:
         thread = threads.setdefault(s.thread, len(threads))
-        session = s.session and sessions.setdefault(s.session, f"s{len(sessions) + 1}")
-        value = s.value and values.setdefault(s.value, f"v{len(values) + 1}")
+        session = rename(Subject.SESSION, s.session)
+        value = rename(Subject.VALUE, s.value)
+        peer_kind = SPECS[s.op].peer
+        peer = rename(peer_kind, s.peer) if peer_kind is not None else s.peer
         group = None if s.group is None else groups.setdefault(s.group, len(groups) + 1)
-        steps.append(replace(s, thread=thread, session=session, value=value, group=group))
+        steps.append(
+            replace(s, thread=thread, session=session, value=value, peer=peer, group=group)
+        )
     return replace(schedule, threads=max(1, len(threads)), steps=tuple(steps))
 
 
@@ -243,6 +254,14 @@ def drop_jitter(sh: Shrinking) -> None:
             sh.consider(_with_step(cur, i, replace(cur.steps[i], jitter_us=0)))
 
 
+def drop_modes(sh: Shrinking) -> None:
+    """Each step's mode back to the plain op, where its table entry allows the plain op."""
+    for i in range(len(sh.current.steps)):  # clearing a mode never moves a step
+        step = sh.current.steps[i]
+        if step.mode is not None and None in SPECS[step.op].mode_choices:
+            sh.consider(_with_step(sh.current, i, replace(step, mode=None)))
+
+
 def smaller_models(sh: Shrinking) -> None:
     """Every session on the smallest model at once, then each session on the smallest that
     still fails."""
@@ -251,12 +270,12 @@ def smaller_models(sh: Shrinking) -> None:
         return
     cur = sh.current
     sh.consider(
-        cur.with_steps(replace(s, model=models[0]) if s.op is Op.CREATE else s for s in cur.steps)
+        cur.with_steps(replace(s, model=models[0]) if s.model is not None else s for s in cur.steps)
     )
     for i in range(len(sh.current.steps)):
         cur = sh.current
         step = cur.steps[i]
-        if step.op is not Op.CREATE:
+        if step.model is None:
             continue
         rank = models.index(step.model) if step.model in models else len(models)
         for model in models[:rank]:
@@ -287,6 +306,7 @@ PASSES: tuple[Callable[[Shrinking], None], ...] = (
     merge_threads,
     drop_groups,
     drop_jitter,
+    drop_modes,
     smaller_models,
     move_steps,
     normalise,

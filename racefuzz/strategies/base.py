@@ -30,37 +30,17 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from racefuzz import contract
+from racefuzz.op_table import LIVE_KINDS, PREFIX, SPECS, Effect, OpSpec, Subject
 from racefuzz.outcome import RunResult
-from racefuzz.schedule import (
-    MAX_JITTER_US,
-    NEEDS_EARLIER_CREATE,
-    NEEDS_REGISTRATION,
-    SESSION_OPS,
-    VALUE_OPS,
-    Op,
-    Schedule,
-    Step,
-)
+from racefuzz.schedule import MAX_JITTER_US, Op, Schedule, Step, make_step
 from racefuzz.strategies.space import Space
 
 JITTER_RATE = 0.04  # share of steps that get a sleep: rare, or it drowns the races it shakes
 MAX_GENERATED_JITTER_US = 2000
 SMALLEST_MODEL_BIAS = 0.7  # creates use the smallest model this often (faster, same bugs)
 
-# How often a random step is of each kind, before what is enabled narrows the choice. Creates and
-# runs dominate because every seeded bug needs sessions of two profiles and runs after them.
-OP_WEIGHTS: dict[Op, float] = {
-    Op.REGISTER: 2.0,
-    Op.UNREGISTER: 0.3,
-    Op.CREATE: 3.0,
-    Op.RUN: 3.0,
-    Op.RUN_BOUND: 1.2,
-    Op.RELEASE: 0.9,
-    Op.COPY: 1.0,
-    Op.ALLOC: 1.2,
-    Op.READ: 1.5,
-    Op.FREE: 0.4,
-}
+# How often a random step is of each kind, before what is enabled narrows the choice.
+OP_WEIGHTS: dict[Op, float] = {op: spec.weight for op, spec in SPECS.items()}
 
 
 class Strategy(Protocol):
@@ -177,47 +157,57 @@ class State:
         """
         g = self.current_group()
         members = [s for s in reversed(self.steps) if s.group == g]
-        ops = {s.op for s in members} | {step.op}
-        return bool(ops & {Op.REGISTER, Op.UNREGISTER}) and bool(ops & NEEDS_REGISTRATION)
+        specs = [SPECS[s.op] for s in (*members, step)]
+        lifecycle = any(s.subject is Subject.LIBRARY for s in specs)
+        return lifecycle and any(s.needs_registration for s in specs)
 
     def _allows_op(self, step: Step, space: Space) -> bool:
-        op = step.op
-        if op is Op.REGISTER or op is Op.UNREGISTER:
-            key = step.library or "*"
-            if key not in space.library_keys():
+        op, spec = step.op, SPECS[step.op]
+        if spec.subject is Subject.LIBRARY:
+            return self._allows_lifecycle(step, space)
+        unnamed = spec.subject in LIVE_KINDS and step.name_of(spec.subject) is None
+        if unnamed or (spec.peer is not None and step.peer is None):
+            return False
+        if op not in space.ops or step.mode not in spec.mode_choices:
+            return False
+        profiles: list[str] = []
+        if "profile" in spec.fields:
+            if step.profile not in space.profiles:
                 return False
-            if op is Op.UNREGISTER:
-                return (
-                    key in self.registered
-                    and space.lifecycle
-                    and Op.UNREGISTER in space.ops
-                    and (space.allow_misuse or not self._uses(key, space))
-                )
-            again = key in self.ever_registered
-            if again and not (space.lifecycle and Op.REGISTER in space.ops):
+            profiles.append(step.profile)
+        for kind, name, made in step.names():
+            if made:
+                if name in self.alive(kind):
+                    return False
+            elif (live := self.alive(kind).get(name)) is None:
                 return False
-            return key not in self.registered and "*" not in self.registered
-        if op not in space.ops:
+            else:
+                profiles.append(live.profile)
+        if "model" in spec.fields and step.model not in space.models:
             return False
-        if op in SESSION_OPS or op in VALUE_OPS:
-            live = self._live(step)
-            if live is None:
-                return False
-            profile = live.profile
-        elif step.profile in space.profiles:
-            profile = step.profile
-        else:
+        if spec.needs_earlier_create and not self.created_any:
             return False
-        if op is Op.CREATE and (
-            step.model not in space.models or step.session is None or step.session in self.sessions
-        ):
+        # Which ops need their library registered is the op table's call, not ours.
+        return not spec.needs_registration or all(
+            self.is_registered_for(p, space) for p in profiles
+        )
+
+    def _allows_lifecycle(self, step: Step, space: Space) -> bool:
+        """The backbone: `register` and `unregister` of one library key."""
+        key = step.library or "*"
+        if key not in space.library_keys():
             return False
-        if op is Op.ALLOC and (step.value is None or step.value in self.values):
+        if step.op is Op.UNREGISTER:
+            return (
+                key in self.registered
+                and space.lifecycle
+                and Op.UNREGISTER in space.ops
+                and (space.allow_misuse or not self._uses(key, space))
+            )
+        again = key in self.ever_registered
+        if again and not (space.lifecycle and Op.REGISTER in space.ops):
             return False
-        if op in NEEDS_EARLIER_CREATE and not self.created_any:
-            return False
-        # Which ops need their library registered is schedule.py's call, not ours.
-        return op not in NEEDS_REGISTRATION or self.is_registered_for(profile, space)
+        return key not in self.registered and "*" not in self.registered
 
     def _uses(self, key: str, space: Space) -> bool:
         """Whether a live session or value needs registration `key` (ORT's contract forbids
@@ -225,11 +215,9 @@ class State:
         lives = (*self.sessions.values(), *self.values.values())
         return any(contract.needs(key, space.library_for(live.profile)) for live in lives)
 
-    def _live(self, step: Step) -> Live | None:
-        """The live session or value a step names, if it is alive."""
-        if step.op in SESSION_OPS:
-            return self.sessions.get(step.session or "")
-        return self.values.get(step.value or "")
+    def alive(self, kind: Subject) -> dict[str, Live]:
+        """The live sessions or values."""
+        return self.sessions if kind is Subject.SESSION else self.values
 
     # --- update ----------------------------------------------------------------------------
 
@@ -243,24 +231,29 @@ class State:
         self.history[step.thread].append(len(self.steps))
         self.steps.append(step)
         key = step.library or "*"
+        spec = SPECS[step.op]
         if step.op is Op.REGISTER:
             self.registered.add(key)
             self.ever_registered.add(key)
         elif step.op is Op.UNREGISTER:
             self.registered.discard(key)
-        elif step.op is Op.CREATE:
-            assert step.session is not None and step.profile is not None
-            self.sessions[step.session] = Live(step.profile, step.thread)
-            self.names.add(step.session)
-            self.created_any = True
-        elif step.op is Op.RELEASE:
-            self.sessions.pop(step.session or "", None)
-        elif step.op is Op.ALLOC:
-            assert step.value is not None and step.profile is not None
-            self.values[step.value] = Live(step.profile, step.thread)
-            self.names.add(step.value)
-        elif step.op is Op.FREE:
-            self.values.pop(step.value or "", None)
+        elif spec.subject in LIVE_KINDS and spec.effect is Effect.MAKES:
+            name = getattr(step, spec.subject.value)
+            # Made on its own profile, or (an op that takes none) on that of what it uses.
+            profile = step.profile or next(
+                (self.alive(kind)[n].profile for kind, n, made in step.names() if not made), None
+            )
+            assert name is not None and profile is not None
+            self.alive(spec.subject)[name] = Live(profile, step.thread)
+            self.names.add(name)
+            self.created_any = self.created_any or step.op is Op.CREATE
+        elif spec.subject in LIVE_KINDS and spec.effect is Effect.ENDS:
+            self.alive(spec.subject).pop(getattr(step, spec.subject.value) or "", None)
+
+
+# Where `enabled_steps` looks for candidates, in order: each subject in `Subject`'s order, all
+# its ops (None), or for sessions and values their makers (True), then users and enders (False).
+_SOURCES = [(k, m) for k in Subject for m in ((True, False) if k in LIVE_KINDS else (None,))]
 
 
 def enabled_steps(
@@ -268,31 +261,59 @@ def enabled_steps(
 ) -> list[Step]:
     """Every well-formed next step on `thread`, ungrouped and without jitter.
 
-    With `rng`, each create proposes one model (the smallest, usually) instead of all of them,
-    so that profiles and not models set the odds.
+    Proposed from the op table (see `racefuzz.op_table`): library ops per registration key,
+    makers per profile under a fresh name, users and enders per live subject or per profile,
+    each per live peer and allowed mode. With `rng`, each create proposes one model (the
+    smallest, usually) instead of all of them, so that profiles and not models set the odds.
     """
     out: list[Step] = []
-    for key in space.library_keys():
-        lib = None if key == "*" else key
-        for op in (Op.REGISTER, Op.UNREGISTER):
-            out.append(Step(thread, op, library=lib))
-    if len(state.sessions) < space.max_sessions:
-        name = state.fresh("s")
-        for p in space.profiles:
-            models: Sequence[str] = space.models
+    for subject, makers in _SOURCES:
+        specs = [
+            s
+            for s in SPECS.values()
+            if s.subject is subject and makers in (None, s.effect is Effect.MAKES)
+        ]
+        for names in _subjects(subject, makers, specs, state, space, rng):
+            for spec in specs:
+                peers = sorted(state.alive(spec.peer)) if spec.peer is not None else [None]
+                out.extend(
+                    make_step(spec.op, thread, **names, peer=peer, mode=mode)
+                    for peer in peers
+                    for mode in spec.mode_choices
+                )
+    return [s for s in out if state.allows(s, space)]
+
+
+def _subjects(
+    subject: Subject,
+    makers: bool | None,
+    specs: Sequence[OpSpec],
+    state: State,
+    space: Space,
+    rng: random.Random | None,
+) -> list[dict[str, str | None]]:
+    """The name fields of each proposal from one source (see `_SOURCES`)."""
+    if subject is Subject.LIBRARY:
+        return [{"library": None if key == "*" else key} for key in space.library_keys()]
+    if subject is Subject.PROFILE:
+        return [{"profile": p} for p in space.profiles]
+    alive = state.alive(subject)
+    if not makers:
+        return [{subject.value: name} for name in sorted(alive)]
+    limit = space.max_sessions if subject is Subject.SESSION else space.max_values
+    if len(alive) >= limit:
+        return []
+    name = state.fresh(PREFIX[subject])
+    out: list[dict[str, str | None]] = []
+    for p in space.profiles:
+        models: Sequence[str | None] = [None]
+        if any("model" in s.fields for s in specs):
+            models = space.models
             if rng is not None:
                 small = len(models) == 1 or rng.random() < SMALLEST_MODEL_BIAS
-                models = [models[0] if small else rng.choice(models[1:])]
-            out.extend(Step(thread, Op.CREATE, session=name, profile=p, model=m) for m in models)
-    for s in sorted(state.sessions):
-        out.extend(Step(thread, op, session=s) for op in (Op.RUN, Op.RUN_BOUND, Op.RELEASE))
-    out.extend(Step(thread, Op.COPY, profile=p) for p in space.profiles)
-    if len(state.values) < space.max_values:
-        name = state.fresh("v")
-        out.extend(Step(thread, Op.ALLOC, value=name, profile=p) for p in space.profiles)
-    for v in sorted(state.values):
-        out.extend(Step(thread, op, value=v) for op in (Op.READ, Op.FREE))
-    return [s for s in out if state.allows(s, space)]
+                models = [models[0] if small else rng.choice(space.models[1:])]
+        out.extend({subject.value: name, "profile": p, "model": m} for m in models)
+    return out
 
 
 def pick(

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
+from racefuzz.op_table import REQUIRED_OPS
 from racefuzz.schedule import Op, Schedule, Step
 from racefuzz.strategies.base import (
     MAX_GENERATED_JITTER_US,
@@ -85,11 +86,8 @@ def _spaces(draw: st.DrawFn) -> Space:
         )
         for p in profiles:
             library_of[p] = draw(st.sampled_from([*libraries, None]))
-    optional = sorted(set(Op) - {Op.REGISTER, Op.CREATE})
-    ops = frozenset(draw(st.lists(st.sampled_from(optional), unique=True))) | {
-        Op.REGISTER,
-        Op.CREATE,
-    }
+    optional = sorted(set(Op) - REQUIRED_OPS)
+    ops = frozenset(draw(st.lists(st.sampled_from(optional), unique=True))) | REQUIRED_OPS
     return Space(
         profiles=profiles,
         models=models,

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from racefuzz.op_table import SPECS
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import Op, Schedule, Step
 from racefuzz.strategies.base import State, behaviour, enabled_steps, pick, repair
@@ -151,17 +152,14 @@ def delete(
     if len(steps) < 2:
         return None
     i = rng.randrange(1, len(steps))
-    gone = steps[i]
-    field = "session" if gone.op is Op.CREATE else "value" if gone.op is Op.ALLOC else None
-    name = getattr(gone, field) if field else None
-    out, following = steps[:i], name is not None
+    made = [(kind, name) for kind, name, makes in steps[i].names() if makes]
+    out = steps[:i]
     for s in steps[i + 1 :]:
-        if following and field and getattr(s, field) == name:
-            if s.op is gone.op:
-                following = False  # the name is made again: later steps are the new one's
-            else:
-                continue
-        out.append(s)
+        named = {(kind, name): makes for kind, name, makes in s.names()}
+        # The name is made again: later steps are the new one's.
+        made = [m for m in made if not named.get(m)]
+        if not any(m in named for m in made):
+            out.append(s)
     return out, threads
 
 
@@ -215,7 +213,7 @@ def split(steps: Steps, threads: int, space: Space, rng: random.Random) -> tuple
 def change_profile(
     steps: Steps, threads: int, space: Space, rng: random.Random
 ) -> tuple[Steps, int] | None:
-    where = [i for i, s in enumerate(steps) if s.op in (Op.CREATE, Op.COPY, Op.ALLOC)]
+    where = [i for i, s in enumerate(steps) if "profile" in SPECS[s.op].fields]
     if not where or len(space.profiles) < 2:
         return None
     i = rng.choice(where)
@@ -238,8 +236,9 @@ def duplicate(
     fresh_group = _fresh_group(steps)
     copy: Steps = []
     for s in steps[i:j]:
-        made = s.session if s.op is Op.CREATE else s.value if s.op is Op.ALLOC else None
-        if made is not None:
+        for _, made, makes in s.names():
+            if not makes:
+                continue
             prefix, k = re.sub(r"\d+$", "", made) or "x", 1
             while f"{prefix}{k}" in taken:
                 k += 1
@@ -253,6 +252,7 @@ def duplicate(
                 s,
                 session=renamed.get(s.session or "", s.session),
                 value=renamed.get(s.value or "", s.value),
+                peer=renamed.get(s.peer or "", s.peer),
                 group=group,
             )
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from racefuzz.op_table import SPECS, Effect, Subject
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import Op, Schedule, Step
 from racefuzz.strategies.base import (
@@ -28,7 +29,14 @@ from racefuzz.strategies.base import (
 from racefuzz.strategies.space import Space
 
 GROUP_RATE = 0.12  # chance, before each step, of laying down an overlap group instead
-_WORK = frozenset({Op.RUN, Op.RUN_BOUND, Op.COPY, Op.ALLOC, Op.READ})
+# Work beside a create in a group: whatever is neither the backbone nor an end of something.
+_WORK = frozenset(
+    op
+    for op, spec in SPECS.items()
+    if spec.subject is not Subject.LIBRARY
+    and spec.effect is not Effect.ENDS
+    and op is not Op.CREATE
+)
 
 
 class RandomWalk:

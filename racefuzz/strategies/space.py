@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from racefuzz import contract
 from racefuzz.errors import RacefuzzError
+from racefuzz.op_table import REQUIRED_OPS
 from racefuzz.schedule import Op, Schedule, problems
 from racefuzz.target import Target
 
@@ -76,7 +77,7 @@ class Space:
         ):
             if value < least:
                 raise RacefuzzError(f"space: {label} must be at least {least}, not {value}")
-        if not {Op.REGISTER, Op.CREATE} <= self.ops:
+        if not self.ops >= REQUIRED_OPS:
             raise RacefuzzError("space: ops must include register and create")
 
     def library_keys(self) -> tuple[str, ...]:

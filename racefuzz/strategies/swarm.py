@@ -3,10 +3,10 @@
 A schedule that may do everything rarely does any one thing much: with every op kind enabled, a
 walk spends its steps spread thin, and some bugs need an op kind to be *absent* (no `release`
 keeps two sessions alive; no `copy` keeps the slot untouched). So each schedule first draws a
-configuration: every optional op kind and every profile kept with probability `keep`
-(register, create and run always stay, so something happens; at least one profile stays, and
-usually two, since most seeded bugs need two backends), and
-each feature toggle (overlap groups, jitter, mid-schedule lifecycle) kept with the same
+configuration: every optional op kind and every profile kept with probability `keep` (the op
+table's essential ones, register, create and run, always stay, so something happens; at least
+one profile stays, and usually two, since most seeded bugs need two backends), and each feature
+toggle (overlap groups, jitter, mid-schedule lifecycle) kept with the same
 probability where the space has it. Then it walks the narrowed space like the random strategy.
 The configuration is recorded in the schedule's description.
 
@@ -18,12 +18,13 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from racefuzz.op_table import SPECS
 from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule
+from racefuzz.schedule import Schedule
 from racefuzz.strategies.random_walk import walk
 from racefuzz.strategies.space import Space
 
-ALWAYS = frozenset({Op.REGISTER, Op.CREATE, Op.RUN})
+ALWAYS = frozenset(op for op, spec in SPECS.items() if spec.essential)
 KEEP = 0.7  # above Groce's 1/2: the seeded bugs need three or four op kinds at once
 TWO_PROFILES = 0.75  # chance that a draw keeping fewer than two profiles gets a second one
 

@@ -5,6 +5,11 @@ sessions, kept device values) and runs one step at a time, returning a plain-dic
 `{"ok": bool, "message": str, "check": None | "ok" | "zeroed" | "mismatch" | "corrupt-copy",
 "detail": str}`. It never raises for anything ORT or the EP does: errors are outcomes.
 
+Each op of `racefuzz/op_table.py` has its handler here, `Runtime.op_<name>`, found by name (a
+missing one is racefuzz's own bug); a handler that makes a session or value is marked `@makes`,
+so that a step is skipped, not failed, when what it names was never made (an earlier step
+failed). `mode` and `peer` arrive in the step dict like the other fields.
+
 Data checks: a run is compared with the CPU EP's output on the same inputs (a reference session
 per model, cached); a copy round trip must return the bytes it was given.
 
@@ -18,7 +23,7 @@ import gc
 import os
 import threading
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +129,22 @@ def is_own_bug(e: BaseException) -> bool:
     return tb is not None and tb.tb_frame.f_code.co_filename == __file__
 
 
+Handler = Callable[["Runtime", int, Mapping[str, Any]], Outcome]
+# Op name -> the step field whose name its handler makes ("session", "value"): such a step is
+# not skipped for naming something that does not exist yet. Filled by `makes`.
+_MAKES: dict[str, str] = {}
+
+
+def makes(field: str) -> Callable[[Handler], Handler]:
+    """Marks `Runtime.op_<name>` as making the session or value named in `field`."""
+
+    def mark(handler: Handler) -> Handler:
+        _MAKES[handler.__name__.removeprefix("op_")] = field
+        return handler
+
+    return mark
+
+
 class Runtime:
     def __init__(
         self,
@@ -217,11 +238,14 @@ class Runtime:
 
     def _missing_subject(self, step: Mapping[str, Any]) -> str:
         """Why a step cannot run because an earlier step it depends on failed, or ''."""
+        made = _MAKES.get(step["op"])
         with self._lock:
-            if step["op"] != "create" and step.get("session") not in (None, *self.sessions):
+            if made != "session" and step.get("session") not in (None, *self.sessions):
                 return f"session {step['session']} was not created"
-            if step["op"] != "alloc" and step.get("value") not in (None, *self.values):
+            if made != "value" and step.get("value") not in (None, *self.values):
                 return f"value {step['value']} was not allocated"
+            if step.get("peer") not in (None, *self.sessions, *self.values):
+                return f"peer {step['peer']} was not made"
         return ""
 
     def teardown(self) -> Outcome:
@@ -248,6 +272,7 @@ class Runtime:
             ort.unregister_execution_provider_library(name)
         return {"ok": True}
 
+    @makes("session")
     def op_create(self, index: int, step: Mapping[str, Any]) -> Outcome:
         profile = self.profiles[step["profile"]]
         so = ort.SessionOptions()
@@ -322,6 +347,7 @@ class Runtime:
     def op_copy(self, index: int, step: Mapping[str, Any]) -> Outcome:
         return self._download(self._upload(self.profiles[step["profile"]], index))
 
+    @makes("value")
     def op_alloc(self, index: int, step: Mapping[str, Any]) -> Outcome:
         v = self._upload(self.profiles[step["profile"]], index)
         with self._lock:

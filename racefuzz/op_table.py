@@ -1,0 +1,267 @@
+"""The op table: the one place that says what each schedule op is.
+
+Every stage that must know something about an op (well-formedness, generation, mutation,
+shrinking, baselines, ORT's contract, `describe`, `doctor`, JSON) reads it from `SPECS` instead of
+naming ops. Adding an op is one `Op` member and one `OpSpec` here, plus its `Runtime.op_<name>`
+handler in `racefuzz/worker/ops.py`; nothing else changes (tests/test_op_table.py applies such a
+diff to a copy of the package and fuzzes with it).
+
+An op's *subject* is what its main name field names, and its *effect* on it:
+
+- a library (`library`, None meaning every library): `register` makes its registration,
+  `unregister` ends it;
+- a session (`session`) or a device value (`value`): made (a fresh name), used (alive), or ended
+  (alive before, gone after);
+- a profile (`profile`): used directly, e.g. env-level memory of that profile's device.
+
+`peer` is a second session or value an op uses (alive, not made in its overlap group, under
+ORT's contract like the subject); `mode` picks a variant of an op from the modes its entry lists.
+
+What follows from subject and effect (so entries need not say it):
+
+- `enabled_steps` proposes a library op once per registration key; a maker once per profile
+  (and model, if it takes one) under a fresh name; a user or ender once per live subject or per
+  profile; each of those once per live peer and once per allowed mode (None first).
+- `baseline.alone_schedule` replays a step alone as `register`, `create s1` (unless the subject
+  is a library), the subject's and the peer's makers under fresh names, then the step itself.
+- `Step.describe` prints `op name (profile, model) -> peer [mode]`, with what the op takes.
+
+The backbone (`register`, `unregister`, `create`) keeps a few explicit cases elsewhere: the
+library lifecycle, and `create` as the call that chooses a backend (`needs_earlier_create`).
+This module knows nothing of steps or schedules; it is data and a few lookups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Op(StrEnum):
+    """The calls a step can make (all through the public onnxruntime Python API).
+
+    The order is the table's order: proposals, error messages and `SPECS` follow it.
+    """
+
+    REGISTER = "register"
+    UNREGISTER = "unregister"
+    CREATE = "create"
+    RUN = "run"
+    RUN_BOUND = "run_bound"
+    COPY = "copy"
+    ALLOC = "alloc"
+    READ = "read"
+    FREE = "free"
+    RELEASE = "release"
+
+
+class Subject(StrEnum):
+    """What an op's main name field names; the value is that field's name. The order is the
+    order in which `enabled_steps` proposes ops by subject."""
+
+    LIBRARY = "library"
+    SESSION = "session"
+    PROFILE = "profile"
+    VALUE = "value"
+
+
+class Effect(StrEnum):
+    MAKES = "makes"  # the name is fresh before and alive after
+    USES = "uses"  # alive before and after (or, for a profile, just a name of the space)
+    ENDS = "ends"  # alive before, gone after
+
+
+# Fields a step may carry beyond thread, op, group and jitter_us, in JSON order.
+NAME_FIELDS = ("library", "session", "profile", "model", "value", "mode", "peer")
+# The kinds of thing a schedule makes, keeps alive and ends: sessions and device values.
+LIVE_KINDS = (Subject.SESSION, Subject.VALUE)
+# Fresh names of made sessions and values: s1, s2, ... and v1, v2, ...
+PREFIX: Mapping[Subject, str] = {Subject.SESSION: "s", Subject.VALUE: "v"}
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op: the fields it takes, what it does to its subject, and how it is generated."""
+
+    op: Op
+    doc: str  # the call it makes, one line
+    subject: Subject
+    effect: Effect
+    takes: tuple[str, ...]  # name fields besides mode and peer; the subject's field among them
+    optional: frozenset[str] = frozenset()  # of `takes`, those that may be None
+    peer: Subject | None = None  # what `peer` names (a session or a value); None: no peer
+    modes: tuple[str, ...] = ()  # allowed `mode` values; none: the op takes no mode
+    mode_required: bool = False  # else None (the plain op) is allowed too
+    # Device memory is found through the library's OrtEpDevice, which unregistering destroys.
+    needs_registration: bool = False
+    # Env-level device memory only has a backend once some session picked one (the seed's
+    # OGA creates its session first).
+    needs_earlier_create: bool = False
+    weight: float = 1.0  # how often a random step is of this op, before `enabled_steps` narrows
+    essential: bool = False  # swarm testing never drops it (without it nothing happens)
+    # `racefuzz doctor` runs it on each profile and model, after `create s1`: it may name s1
+    # or the profile, nothing else.
+    doctor: bool = False
+    fields: frozenset[str] = field(init=False)  # every name field it takes (mode, peer too)
+    required: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        extra = {"peer"} if self.peer else set()
+        extra |= {"mode"} if self.modes else set()
+        fields = frozenset(self.takes) | extra
+        optional = self.optional | ({"mode"} if self.modes and not self.mode_required else set())
+        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "required", fields - optional)
+
+    @property
+    def mode_choices(self) -> tuple[str | None, ...]:
+        """The modes a generator may give it: None first where the plain op is allowed."""
+        return self.modes if self.mode_required else (None, *self.modes)
+
+    def makes(self, kind: Subject) -> bool:
+        return self.subject is kind and self.effect is Effect.MAKES
+
+    def names(self, kind: Subject) -> bool:
+        """Whether its subject is a live `kind` it uses or ends (not one it makes)."""
+        return self.subject is kind and self.effect is not Effect.MAKES
+
+
+_LIB, _SES, _VAL, _PRO = Subject.LIBRARY, Subject.SESSION, Subject.VALUE, Subject.PROFILE
+_MAKES, _USES, _ENDS = Effect.MAKES, Effect.USES, Effect.ENDS
+_ANY_LIBRARY = frozenset({"library"})
+
+# Weights: creates and runs dominate because every seeded bug needs sessions of two profiles and
+# runs after them.
+SPECS: Mapping[Op, OpSpec] = {
+    s.op: s
+    for s in (
+        OpSpec(
+            Op.REGISTER,
+            "register_execution_provider_library (one library, or all of them)",
+            _LIB,
+            _MAKES,
+            ("library",),
+            optional=_ANY_LIBRARY,
+            weight=2.0,
+            essential=True,
+        ),
+        OpSpec(
+            Op.UNREGISTER,
+            "unregister_execution_provider_library (one library, or all of them)",
+            _LIB,
+            _ENDS,
+            ("library",),
+            optional=_ANY_LIBRARY,
+            weight=0.3,
+        ),
+        OpSpec(
+            Op.CREATE,
+            "InferenceSession for a profile and a model",
+            _SES,
+            _MAKES,
+            ("session", "profile", "model"),
+            needs_registration=True,
+            weight=3.0,
+            essential=True,
+            doctor=True,
+        ),
+        OpSpec(
+            Op.RUN,
+            "session.run on fresh random inputs, checked against the CPU reference",
+            _SES,
+            _USES,
+            ("session",),
+            weight=3.0,
+            essential=True,
+            doctor=True,
+        ),
+        OpSpec(
+            Op.RUN_BOUND,
+            "run through IOBinding, inputs and outputs in device memory",
+            _SES,
+            _USES,
+            ("session",),
+            needs_registration=True,
+            weight=1.2,
+            doctor=True,
+        ),
+        OpSpec(
+            Op.COPY,
+            "env-level copy_tensors host -> device -> host, checked byte for byte",
+            _PRO,
+            _USES,
+            ("profile",),
+            needs_registration=True,
+            needs_earlier_create=True,
+            weight=1.0,
+            doctor=True,
+        ),
+        OpSpec(
+            Op.ALLOC,
+            "allocate a device value, upload random data, keep it alive",
+            _VAL,
+            _MAKES,
+            ("value", "profile"),
+            needs_registration=True,
+            needs_earlier_create=True,
+            weight=1.2,
+        ),
+        OpSpec(
+            Op.READ,
+            "copy a kept device value back to host and compare with what was uploaded",
+            _VAL,
+            _USES,
+            ("value",),
+            needs_registration=True,
+            weight=1.5,
+        ),
+        OpSpec(Op.FREE, "drop a kept device value", _VAL, _ENDS, ("value",), weight=0.4),
+        OpSpec(Op.RELEASE, "drop a session and collect it", _SES, _ENDS, ("session",), weight=0.9),
+    )
+}
+
+# Ops every space must offer: a schedule opens with a `register`, and nothing runs without a
+# session (see `strategies.space`).
+REQUIRED_OPS = frozenset({Op.REGISTER, Op.CREATE})
+
+
+def spec(op: Op) -> OpSpec:
+    return SPECS[op]
+
+
+def maker(kind: Subject) -> OpSpec:
+    """The op that makes a `kind` (the first in table order): what an error message names, and
+    what a baseline calls to make one."""
+    return next(s for s in SPECS.values() if s.makes(kind))
+
+
+def check_table(specs: Mapping[Op, OpSpec]) -> list[str]:
+    """Every inconsistency of a table, one line each; [] for a good one (ours is checked at
+    import, so a bad entry fails at once rather than deep in a campaign)."""
+    out = [f"op '{op}' has no entry" for op in Op if op not in specs]
+    for op, s in specs.items():
+        if s.op is not op:
+            out.append(f"entry of '{op}' is for '{s.op}'")
+        if s.subject.value not in s.takes:
+            out.append(f"'{op}' does not take its subject's field '{s.subject}'")
+        unknown = (set(s.takes) - set(NAME_FIELDS)) | ({"mode", "peer"} & set(s.takes))
+        out += [f"'{op}' takes unknown field '{f}'" for f in sorted(unknown)]
+        if s.peer not in (None, Subject.SESSION, Subject.VALUE):
+            out.append(f"'{op}': a peer names a session or a value, not a {s.peer}")
+        if s.mode_required and not s.modes:
+            out.append(f"'{op}' requires a mode but lists none")
+        if s.doctor and (s.peer or s.subject in (Subject.VALUE, Subject.LIBRARY)):
+            out.append(f"'{op}': doctor runs ops on a session or a profile only")
+        if s.weight <= 0:
+            out.append(f"'{op}' has weight {s.weight}: it would never be generated")
+    for kind in (Subject.SESSION, Subject.VALUE):
+        if any(s.names(kind) or s.peer is kind for s in specs.values()) and not any(
+            s.makes(kind) for s in specs.values()
+        ):
+            out.append(f"no op makes a {kind}")
+    return out
+
+
+_PROBLEMS = check_table(SPECS)
+assert not _PROBLEMS, _PROBLEMS[0]
