@@ -149,3 +149,13 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     assert first <= set(clusters) and len(clusters) == len(set(clusters))
     opened = again.stdout.count("NEW ")
     assert opened == len(clusters) - len(first), "a cluster of the earlier run was opened again"
+    # Resuming takes the campaign's own target; another one is refused before anything runs.
+    base = [sys.executable, "-m", "racefuzz", "run", "--resume", str(folder), "--no-dashboard"]
+    other = subprocess.run([*base, "--target", "cpu"], capture_output=True, text=True, timeout=60)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
+    assert "it is a campaign on 'testbed:B3'" in other.stderr
+    own = subprocess.run(
+        [*base, "--seconds", "3", "--no-shrink"], capture_output=True, text=True, timeout=300
+    )
+    assert own.returncode == 1, own.stderr
+    assert json.loads((folder / "findings.json").read_text())["target_spec"] == "testbed:B3"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from racefuzz.oracles import judge, normalise
+from racefuzz.oracles import judge, normalise, overlap_shape
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Op, Schedule, Step
 
@@ -92,3 +92,31 @@ def test_normalise_drops_the_cxx_source_line_and_function_of_ort_s_own_failures(
         "allocator != nullptr was false. Failed to find allocator for device "
         "Device:[DeviceType:N VendorId:N]"
     )
+
+
+def test_overlap_clustering_makes_any_failure_after_a_group_one_cluster_per_shape() -> None:
+    sched = Schedule(
+        2,
+        (
+            Step(0, Op.REGISTER),
+            Step(0, Op.CREATE, session="s1", profile="dml", model="mlp"),
+            Step(1, Op.CREATE, session="s2", profile="mgx", model="mlp"),
+            Step(0, Op.RUN, session="s1", group=1),
+            Step(1, Op.RUN_BOUND, session="s2", group=1),
+            Step(0, Op.COPY, profile="dml"),
+        ),
+    )
+    assert overlap_shape(sched, 2) == ""  # nothing overlapped yet: the symptom decides
+    assert overlap_shape(sched, 5) == "run"  # run beside run_bound is two runs racing
+    error = (StepOutcome(3, False, "Device is lost 7"),)
+    zeroed = (StepOutcome(5, True, check=Check.CORRUPT, detail="9 of 256 elements changed"),)
+    crash = RunResult(sched, (), Exit.CRASH, returncode=-11, signal="SIGSEGV", in_flight=(4,))
+    found = [
+        judge(RunResult(sched, error, Exit.CLEAN), by_overlap=True).findings[0],
+        judge(RunResult(sched, zeroed, Exit.CLEAN), by_overlap=True).findings[0],
+        judge(crash, by_overlap=True).findings[0],
+    ]
+    assert {f.cluster for f in found} == {"overlap|run"}
+    assert len({f.signature for f in found}) == 3  # the symptoms are still told apart
+    plain = judge(RunResult(sched, error, Exit.CLEAN)).findings[0]
+    assert plain.cluster == "error|run|Device is lost N"

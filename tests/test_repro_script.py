@@ -13,6 +13,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,18 @@ def test_a_finding_that_does_not_reproduce_exits_0(tmp_path: Path, finding: Find
         "replay 2/2: not reproduced: clean: all 3 steps ok",
         "reproduced 0/2",
     ]
+
+
+def test_under_overlap_clustering_any_failure_after_the_group_reproduces(
+    tmp_path: Path, finding: Finding
+) -> None:
+    grouped = FAILS.with_steps(replace(s, group=1) if s.op is Op.CREATE else s for s in FAILS.steps)
+    # Found as a wrong value of a run; this replay fails differently, after the same overlap.
+    other = replace(finding, kind="zeroed", op="run", message="output N", overlap="create")
+    proc = _run(_write(tmp_path, grouped, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines()[-2].startswith("replay 1/1: REPRODUCED: error at step 2")
+    assert "(after the create overlap)" in proc.stdout
 
 
 def test_a_missing_library_file_is_one_line_and_exit_2(script: Path) -> None:

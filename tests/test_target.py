@@ -324,6 +324,10 @@ BAD = [
         "trace, tolerance, cluster_by, libraries, profiles, aliases)",
     ),
     (
+        '[targets.t]\ncluster_by = "stack"\n[targets.t.profiles.p]\nep = "E"',
+        "racefuzz.toml: targets.t: 'cluster_by' must be one of symptom, overlap",
+    ),
+    (
         '[targets.t]\ndescription = "no profiles"',
         "racefuzz.toml: targets.t: needs at least one profile ([targets.t.profiles.NAME])",
     ),

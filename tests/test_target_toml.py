@@ -31,6 +31,7 @@ def test_every_field_survives_the_round_trip(tmp_path: Path) -> None:
         aliases={"dml": "dml-gpu", "mgx": "cpu"},
         description='an EP "under test"',
         tolerance=(1e-3, 5e-4),
+        cluster_by="overlap",
     )
     config = tmp_path / "bundle" / "racefuzz.toml"
     config.parent.mkdir()
