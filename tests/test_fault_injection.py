@@ -98,7 +98,11 @@ def test_twenty_kills_then_resume_keep_every_finding_and_bundle_exactly_once(
     on_disk = {p.name for p in folder.iterdir() if p.is_dir()} - {"findings", "corpus"}
     assert on_disk == set(bundles)
     assert all((folder / b / "report.md").is_file() for b in bundles)
-    assert len(bundles) >= 3, [f["state"] for f in found]
+    # How many shrinks finish in the last 18 s depends on the machine's load; that each finished
+    # one left its bundle does not.
+    assert bundles and all(f["bundle"] for f in found if f["state"].startswith("shrunk")), [
+        (f["state"], f["bundle"]) for f in found
+    ]
     half = [p.name for p in folder.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
     assert not half, "temporary files or bundles left behind"
     assert all(p.stat().st_size for p in folder.rglob("*.json")), "an empty JSON file"
