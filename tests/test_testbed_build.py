@@ -144,7 +144,8 @@ def test_bug_env_names_the_switches_in_order() -> None:
 def test_bug_env_rejects_an_unknown_switch() -> None:
     with pytest.raises(
         RacefuzzError,
-        match=r"^unknown testbed bug 'B13' \(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12\)$",
+        match=r"^unknown testbed bug 'B13' "
+        r"\(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12\)$",
     ):
         testbed.bug_env(["B13"])
 
