@@ -92,3 +92,13 @@ def test_normalise_drops_the_cxx_source_line_and_function_of_ort_s_own_failures(
         "allocator != nullptr was false. Failed to find allocator for device "
         "Device:[DeviceType:N VendorId:N]"
     )
+
+
+def test_normalise_strips_ort_status_words_after_a_pybind_location() -> None:
+    raw = (
+        "RuntimeError: /onnxruntime_src/onnxruntime/python/onnxruntime_pybind_state.cc:571 "
+        "pybind11::array onnxruntime::python::PrimitiveTensorToNumpyFromDevice(const OrtValue&, "
+        "const DataTransferAlternative&) [ONNXRuntimeError] : 1 : FAIL : DML failure: 0x80070057 "
+        "invalid allocation handle\n"
+    )
+    assert normalise(raw) == "DML failure: <addr> invalid allocation handle"
