@@ -27,7 +27,7 @@ from racefuzz.models import BUILTIN as BUILTIN_MODELS
 from racefuzz.sanitizer import runtime as checked_runtime
 from racefuzz.target import Library, Profile, Target
 
-BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 11))
+BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 13))
 BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 TRACE_ENV = "RACEFUZZ_TESTBED_TRACE"
 TESTBED_EP = "RacefuzzTestbed"

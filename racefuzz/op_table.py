@@ -93,6 +93,9 @@ class OpSpec:
     peer: Subject | None = None  # what `peer` names (a session or a value); None: no peer
     modes: tuple[str, ...] = ()  # allowed `mode` values; none: the op takes no mode
     mode_required: bool = False  # else None (the plain op) is allowed too
+    # How often a random step of this op takes each mode, relative to the plain op's 1.0 (a mode
+    # not listed: 1.0), so that a new mode need not make the plain op rarer.
+    mode_weights: Mapping[str, float] = field(default_factory=dict)
     # Device memory is found through the library's OrtEpDevice, which unregistering destroys.
     needs_registration: bool = False
     # Env-level device memory only has a backend once some session picked one (the seed's
@@ -113,6 +116,9 @@ class OpSpec:
         optional = self.optional | ({"mode"} if self.modes and not self.mode_required else set())
         object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "required", fields - optional)
+
+    def mode_weight(self, mode: str | None) -> float:
+        return 1.0 if mode is None else self.mode_weights.get(mode, 1.0)
 
     @property
     def mode_choices(self) -> tuple[str | None, ...]:
@@ -176,25 +182,36 @@ SPECS: Mapping[Op, OpSpec] = {
             essential=True,
             doctor=True,
         ),
+        # Modes: host_in binds a host input (bind_cpu_input: the upload happens at bind time, on
+        # the session's stream) and lets ORT allocate the outputs on the device; host_out binds
+        # device inputs and host outputs; sync adds synchronize_inputs/outputs (OrtEp::Sync)
+        # around the run, host_in_sync both.
         OpSpec(
             Op.RUN_BOUND,
-            "run through IOBinding, inputs and outputs in device memory",
+            "run through IOBinding, inputs and outputs in device memory (or host, by mode)",
             _SES,
             _USES,
             ("session",),
+            modes=("host_in", "host_in_sync", "host_out", "sync"),
+            mode_weights={"host_in": 0.5, "host_in_sync": 0.25, "host_out": 0.25, "sync": 0.25},
             needs_registration=True,
-            weight=1.2,
+            weight=1.5,
             doctor=True,
         ),
+        # Modes: stream uploads on a stream from the EP device's create_sync_stream() and reads
+        # back on the same stream (ordered only by it); stream_unordered reads back without one.
         OpSpec(
             Op.COPY,
-            "env-level copy_tensors host -> device -> host, checked byte for byte",
+            "env-level copy_tensors host -> device -> host (on a sync stream, by mode), checked"
+            " byte for byte",
             _PRO,
             _USES,
             ("profile",),
+            modes=("stream", "stream_unordered"),
+            mode_weights={"stream": 0.5, "stream_unordered": 0.25},
             needs_registration=True,
             needs_earlier_create=True,
-            weight=1.0,
+            weight=1.4,
             doctor=True,
         ),
         OpSpec(
@@ -255,6 +272,10 @@ def check_table(specs: Mapping[Op, OpSpec]) -> list[str]:
             out.append(f"'{op}': doctor runs ops on a session or a profile only")
         if s.weight <= 0:
             out.append(f"'{op}' has weight {s.weight}: it would never be generated")
+        out += [
+            f"'{op}' weighs mode '{m}' it does not list" for m in s.mode_weights if m not in s.modes
+        ]
+        out += [f"'{op}' mode '{m}' has weight {w}" for m, w in s.mode_weights.items() if w <= 0]
     for kind in (Subject.SESSION, Subject.VALUE):
         if any(s.names(kind) or s.peer is kind for s in specs.values()) and not any(
             s.makes(kind) for s in specs.values()

@@ -49,6 +49,7 @@ def normalise(message: str) -> str:
     # ORT's own failures name the C++ source line and function before the words that matter:
     # ".../utils.cc:221 onnxruntime::common::Status onnxruntime::utils::F(...) <words>".
     text = _CXX_WHERE.sub("", text)
+    text = _ORT_PREFIX.sub("", text)  # pybind's errors put it after the C++ location
     text = _PATH.sub("<path>", text)
     text = _QUOTED.sub("'…'", text)
     text = _HEX.sub("<addr>", text)

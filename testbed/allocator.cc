@@ -5,6 +5,7 @@
 #include "backends/backend.h"
 #include "factory.h"
 #include "status.h"
+#include "stream.h"
 #include "trace.h"
 
 namespace testbed {
@@ -16,6 +17,7 @@ BackendAllocator::BackendAllocator(TestbedFactory& factory, Backend* bound, Allo
   Free = FreeImpl;
   Info = InfoImpl;
   Reserve = AllocImpl;  // no arena behind it: a reservation is an allocation
+  AllocOnStream = AllocOnStreamImpl;
   factory_.Ref();
 }
 
@@ -62,6 +64,23 @@ void ORT_API_CALL BackendAllocator::FreeImpl(OrtAllocator* this_ptr, void* p) no
   } catch (...) {
     // nothing can be reported from Free; the block leaks
   }
+}
+
+void* ORT_API_CALL BackendAllocator::AllocOnStreamImpl(OrtAllocator* this_ptr, size_t size,
+                                                       OrtSyncStream* stream) noexcept {
+  // As a stream-ordered allocator does (hipMallocAsync then hipMemsetAsync): the buffer is
+  // cleared on the stream it was asked for, so work ordered on that stream sees it cleared and
+  // anything written past the stream's order (B12) is overwritten when the fill lands.
+  void* p = AllocImpl(this_ptr, size);
+  if (p == nullptr) return nullptr;
+  try {
+    if (Backend* backend = static_cast<BackendAllocator*>(this_ptr)->Resolve()) {
+      backend->ZeroFillOnQueue(p, size, StreamImpl::QueueOf(stream));
+    }
+  } catch (...) {
+    // the block is zero-filled at allocation already; a fill that could not be queued changes nothing
+  }
+  return p;
 }
 
 const OrtMemoryInfo* ORT_API_CALL BackendAllocator::InfoImpl(const OrtAllocator* this_ptr) noexcept {

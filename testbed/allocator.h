@@ -38,6 +38,7 @@ class BackendAllocator : public OrtAllocator {
 
   static void* ORT_API_CALL AllocImpl(OrtAllocator* this_ptr, size_t size) noexcept;
   static void ORT_API_CALL FreeImpl(OrtAllocator* this_ptr, void* p) noexcept;
+  static void* ORT_API_CALL AllocOnStreamImpl(OrtAllocator* this_ptr, size_t size, OrtSyncStream* stream) noexcept;
   static const OrtMemoryInfo* ORT_API_CALL InfoImpl(const OrtAllocator* this_ptr) noexcept;
 
   TestbedFactory& factory_;

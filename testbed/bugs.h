@@ -21,9 +21,12 @@ enum class Bug : int {
   // Not seed behaviours: memory-safety bugs that outputs never show, for the sanitizer oracle.
   kUnlockedLaunchTable,  // B9: the process-wide launch table is updated without its lock
   kUseAfterRelease,      // B10: ReleaseEp leaves the freed EP in the factory's session list
+  // Not seed behaviours: stream ordering, after public ORT reports (see stream_copy.h).
+  kCopyOffStream,        // B11: env-level uploads on a stream go to a separate copy queue
+  kBindDropsStream,      // B12: a session's bind-time upload ignores its stream
 };
 
-inline constexpr int kBugCount = 10;
+inline constexpr int kBugCount = 12;
 
 bool Enabled(Bug bug);
 

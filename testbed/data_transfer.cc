@@ -4,6 +4,7 @@
 #include "factory.h"
 #include "status.h"
 #include "stream.h"
+#include "stream_copy.h"
 #include "trace.h"
 
 namespace testbed {
@@ -100,7 +101,7 @@ OrtStatus* DataTransfer::CopyOne(const OrtValue* src, OrtValue* dst, OrtSyncStre
   RETURN_IF_ERROR(Api().GetTensorMutableData(dst, &dst_data));
 
   SessionStream* session_stream = StreamImpl::SessionStreamOf(stream);
-  WorkQueue* queue = session_stream != nullptr ? session_stream->QueueForThisThread() : nullptr;
+  const CopyRoute route = RouteCopy(stream, session_, src_on_device, dst_on_device);
   if (trace::On()) {
     const trace::Buffer from = Describe(src_data, src_on_device);
     const trace::Buffer to = Describe(dst_data, dst_on_device);
@@ -108,7 +109,8 @@ OrtStatus* DataTransfer::CopyOne(const OrtValue* src, OrtValue* dst, OrtSyncStre
     const int64_t session = session_ != 0 ? session_ : (session_stream != nullptr ? session_stream->session() : 0);
     trace::Copy(backend->name(), session, from, to, bytes, misroute);
   }
-  return backend->Copy(dst_data, dst_on_device, src_data, src_on_device, bytes, queue);
+  if (route.barrier) DrainDeviceQueues();
+  return backend->Copy(dst_data, dst_on_device, src_data, src_on_device, bytes, route.queue);
 }
 
 }  // namespace testbed

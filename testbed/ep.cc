@@ -13,6 +13,7 @@
 #include "factory.h"
 #include "status.h"
 #include "stream.h"
+#include "stream_copy.h"
 #include "trace.h"
 
 namespace testbed {
@@ -132,11 +133,14 @@ TestbedEp::TestbedEp(TestbedFactory& factory, Backend* backend, Backend* allocat
   // session's CreateEp redirects this session's allocations.
   CreateAllocator = Enabled(Bug::kAllocatorFollowsSlot) ? nullptr : CreateAllocatorImpl;
   CreateSyncStreamForDevice = CreateSyncStreamForDeviceImpl;
+  Sync = SyncImpl;
+  OnRunStart = OnRunStartImpl;
+  OnRunEnd = OnRunEndImpl;
   factory_.Ref();
 }
 
 TestbedEp::~TestbedEp() {
-  stream_.reset();  // joins the MIGraphX worker, if any, while the factory is still alive
+  stream_.reset();  // the streams ORT released before this hold the only queues
   factory_.Unref();
 }
 
@@ -211,7 +215,31 @@ OrtStatus* ORT_API_CALL TestbedEp::CreateSyncStreamForDeviceImpl(OrtEp* this_ptr
   auto* self = static_cast<TestbedEp*>(this_ptr);
   *stream = nullptr;
   TESTBED_API_BEGIN
-  *stream = new StreamImpl(self->stream_);
+  *stream = new StreamImpl(self->stream_, self->stream_->NewQueue());
+  return nullptr;
+  TESTBED_API_END
+}
+
+OrtStatus* ORT_API_CALL TestbedEp::SyncImpl(OrtEp* this_ptr) noexcept {
+  TESTBED_API_BEGIN
+  // IOBinding's synchronize_inputs/outputs: wait for every stream of the session. B7 removes every
+  // sync point (the seed had none).
+  if (!Enabled(Bug::kNoComputeSync)) static_cast<TestbedEp*>(this_ptr)->stream_->Sync();
+  return nullptr;
+  TESTBED_API_END
+}
+
+OrtStatus* ORT_API_CALL TestbedEp::OnRunStartImpl(OrtEp* this_ptr, const OrtRunOptions* /*run_options*/) noexcept {
+  TESTBED_API_BEGIN
+  EnterRun(static_cast<TestbedEp*>(this_ptr)->session_);
+  return nullptr;
+  TESTBED_API_END
+}
+
+OrtStatus* ORT_API_CALL TestbedEp::OnRunEndImpl(OrtEp* this_ptr, const OrtRunOptions* /*run_options*/,
+                                                bool /*sync_stream: the streams' OnSessionRunEnd drain*/) noexcept {
+  TESTBED_API_BEGIN
+  LeaveRun(static_cast<TestbedEp*>(this_ptr)->session_);
   return nullptr;
   TESTBED_API_END
 }
@@ -273,12 +301,32 @@ OrtStatus* TestbedEp::Compute(const std::shared_ptr<const Program>& program, Ort
       break;
   }
 
-  WorkQueue* queue = stream_->QueueForThisThread();
-  RETURN_IF_ERROR(backend->Launch(program, inputs, outputs, queue));
+  RETURN_IF_ERROR(LaunchOnStream(*backend, program, inputs, outputs, context));
   CountLaunch(session_);
-  // The seed's #86: sync the session stream at the end of every Compute, so that a Run from a
-  // thread other than the creating one does not return before the device work is done. B7 drops it.
-  if (queue != nullptr && !Enabled(Bug::kNoComputeSync)) stream_->Sync();
+  return nullptr;
+}
+
+OrtStatus* TestbedEp::LaunchOnStream(Backend& backend, const std::shared_ptr<const Program>& program,
+                                     const std::vector<DeviceTensor>& inputs, const std::vector<DeviceTensor>& outputs,
+                                     OrtKernelContext* context) {
+  OrtSyncStream* ort_stream = nullptr;
+  RETURN_IF_ERROR(Api().KernelContext_GetSyncStream(context, &ort_stream));
+  WorkQueue* queue = StreamImpl::QueueOf(ort_stream);
+  if (queue == nullptr || stream_->OnCreatingThread()) {
+    // Inline, the creating thread's synchronous default stream: it still comes after what was
+    // queued on the kernel's stream (the feed uploads, the outputs' fills). Without a stream of
+    // ours, after everything the session queued.
+    if (queue != nullptr) {
+      queue->Drain();
+    } else {
+      stream_->Sync();
+    }
+    return backend.Launch(program, inputs, outputs, nullptr);
+  }
+  RETURN_IF_ERROR(backend.Launch(program, inputs, outputs, queue));
+  // The seed's #86: sync the stream at the end of every Compute, so that a Run from a thread other
+  // than the creating one does not return before the device work is done. B7 drops it.
+  if (!Enabled(Bug::kNoComputeSync)) queue->Drain();
   return nullptr;
 }
 

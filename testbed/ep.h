@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels.h"
 #include "onnxruntime_c_api.h"
@@ -16,6 +17,7 @@
 namespace testbed {
 
 class Backend;
+struct DeviceTensor;
 class SessionStream;
 class TestbedFactory;
 
@@ -46,6 +48,15 @@ class TestbedEp : public OrtEp {
                                                      OrtAllocator** allocator) noexcept;
   static OrtStatus* ORT_API_CALL CreateSyncStreamForDeviceImpl(OrtEp* this_ptr, const OrtMemoryDevice* memory_device,
                                                                OrtSyncStreamImpl** stream) noexcept;
+  static OrtStatus* ORT_API_CALL SyncImpl(OrtEp* this_ptr) noexcept;
+  static OrtStatus* ORT_API_CALL OnRunStartImpl(OrtEp* this_ptr, const OrtRunOptions* run_options) noexcept;
+  static OrtStatus* ORT_API_CALL OnRunEndImpl(OrtEp* this_ptr, const OrtRunOptions* run_options,
+                                              bool sync_stream) noexcept;
+
+  // Launches on the kernel's stream: inline on the creating thread, queued on any other.
+  OrtStatus* LaunchOnStream(Backend& backend, const std::shared_ptr<const Program>& program,
+                            const std::vector<DeviceTensor>& inputs, const std::vector<DeviceTensor>& outputs,
+                            OrtKernelContext* context);
 
   // The backend this thread launches work for this session on (B5 changes the answer).
   Backend* LaunchBackend() const;

@@ -318,7 +318,7 @@ OrtStatus* ORT_API_CALL TestbedFactory::CreateSyncStreamForDeviceImpl(OrtEpFacto
                                                                       OrtSyncStreamImpl** stream) noexcept {
   *stream = nullptr;
   TESTBED_API_BEGIN
-  *stream = new StreamImpl(nullptr);  // outside any session: every copy on it is synchronous
+  *stream = new StreamImpl(nullptr, NewDeviceQueue());  // outside any session: an asynchronous device queue
   return nullptr;
   TESTBED_API_END
 }

@@ -1,5 +1,7 @@
 #include "stream.h"
 
+#include <algorithm>
+
 #include "bugs.h"
 #include "status.h"
 
@@ -46,32 +48,81 @@ void WorkQueue::Serve() {
   }
 }
 
-SessionStream::SessionStream(bool asynchronous, int64_t session)
-    : session_(session),
-      creating_thread_(std::this_thread::get_id()),
-      queue_(asynchronous ? std::make_unique<WorkQueue>() : nullptr) {}
+namespace {
 
-WorkQueue* SessionStream::QueueForThisThread() {
-  return std::this_thread::get_id() == creating_thread_ ? nullptr : queue_.get();
+// Weak references: a queue belongs to its stream, the device only needs to find it while it lives.
+std::mutex g_device_mutex;
+std::vector<std::weak_ptr<WorkQueue>>* g_device_queues = new std::vector<std::weak_ptr<WorkQueue>>();
+
+// Live queues of `list` (expired ones dropped); the caller holds the list's lock.
+std::vector<std::shared_ptr<WorkQueue>> LiveQueues(std::vector<std::weak_ptr<WorkQueue>>& list) {
+  std::vector<std::shared_ptr<WorkQueue>> live;
+  list.erase(std::remove_if(list.begin(), list.end(), [](const auto& q) { return q.expired(); }), list.end());
+  for (const auto& q : list) {
+    if (auto alive = q.lock()) live.push_back(std::move(alive));
+  }
+  return live;
+}
+
+void DrainAll(std::vector<std::shared_ptr<WorkQueue>> queues) {
+  // Outside every lock: draining waits on device work, which takes no testbed lock.
+  for (const auto& q : queues) q->Drain();
+}
+
+}  // namespace
+
+std::shared_ptr<WorkQueue> NewDeviceQueue() {
+  auto queue = std::make_shared<WorkQueue>();
+  std::lock_guard<std::mutex> lock(g_device_mutex);
+  LiveQueues(*g_device_queues);  // prunes expired entries
+  g_device_queues->push_back(queue);
+  return queue;
+}
+
+void DrainDeviceQueues() {
+  std::vector<std::shared_ptr<WorkQueue>> live;
+  {
+    std::lock_guard<std::mutex> lock(g_device_mutex);
+    live = LiveQueues(*g_device_queues);
+  }
+  DrainAll(std::move(live));
+}
+
+SessionStream::SessionStream(bool asynchronous, int64_t session)
+    : asynchronous_(asynchronous), session_(session), creating_thread_(std::this_thread::get_id()) {}
+
+std::shared_ptr<WorkQueue> SessionStream::NewQueue() {
+  if (!asynchronous_) return nullptr;
+  auto queue = NewDeviceQueue();
+  std::lock_guard<std::mutex> lock(mutex_);
+  LiveQueues(queues_);
+  queues_.push_back(queue);
+  return queue;
 }
 
 void SessionStream::Sync() {
-  if (queue_ != nullptr) queue_->Drain();
+  std::vector<std::shared_ptr<WorkQueue>> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live = LiveQueues(queues_);
+  }
+  DrainAll(std::move(live));
 }
 
 namespace {
 
 // B7 removes every sync point, not only the one in Compute: the seed had none of them.
-OrtStatus* SyncUnlessB7(SessionStream* session) {
+OrtStatus* DrainUnlessB7(WorkQueue* queue) {
   TESTBED_API_BEGIN
-  if (session != nullptr && !Enabled(Bug::kNoComputeSync)) session->Sync();
+  if (queue != nullptr && !Enabled(Bug::kNoComputeSync)) queue->Drain();
   return nullptr;
   TESTBED_API_END
 }
 
 }  // namespace
 
-StreamImpl::StreamImpl(std::shared_ptr<SessionStream> session) : OrtSyncStreamImpl{}, session_(std::move(session)) {
+StreamImpl::StreamImpl(std::shared_ptr<SessionStream> session, std::shared_ptr<WorkQueue> queue)
+    : OrtSyncStreamImpl{}, session_(std::move(session)), queue_(std::move(queue)) {
   ort_version_supported = ORT_API_VERSION;
   Release = ReleaseImpl;
   GetHandle = GetHandleImpl;
@@ -80,11 +131,21 @@ StreamImpl::StreamImpl(std::shared_ptr<SessionStream> session) : OrtSyncStreamIm
   OnSessionRunEnd = OnSessionRunEndImpl;
 }
 
-SessionStream* StreamImpl::SessionStreamOf(OrtSyncStream* stream) {
+const StreamImpl* StreamImpl::Of(OrtSyncStream* stream) {
   if (stream == nullptr) return nullptr;
   const OrtSyncStreamImpl* impl = EpApi().SyncStream_GetImpl(stream);
   if (impl == nullptr || impl->Release != &StreamImpl::ReleaseImpl) return nullptr;
-  return static_cast<const StreamImpl*>(impl)->session_.get();
+  return static_cast<const StreamImpl*>(impl);
+}
+
+SessionStream* StreamImpl::SessionStreamOf(OrtSyncStream* stream) {
+  const StreamImpl* self = Of(stream);
+  return self != nullptr ? self->session_.get() : nullptr;
+}
+
+WorkQueue* StreamImpl::QueueOf(OrtSyncStream* stream) {
+  const StreamImpl* self = Of(stream);
+  return self != nullptr ? self->queue_.get() : nullptr;
 }
 
 void ORT_API_CALL StreamImpl::ReleaseImpl(OrtSyncStreamImpl* this_ptr) noexcept {
@@ -100,21 +161,21 @@ OrtStatus* ORT_API_CALL StreamImpl::CreateNotificationImpl(OrtSyncStreamImpl* th
                                                            OrtSyncNotificationImpl** notification) noexcept {
   *notification = nullptr;
   TESTBED_API_BEGIN
-  *notification = new NotificationImpl(static_cast<StreamImpl*>(this_ptr)->session_);
+  *notification = new NotificationImpl(static_cast<StreamImpl*>(this_ptr)->queue_);
   return nullptr;
   TESTBED_API_END
 }
 
 OrtStatus* ORT_API_CALL StreamImpl::FlushImpl(OrtSyncStreamImpl* this_ptr) noexcept {
-  return SyncUnlessB7(static_cast<StreamImpl*>(this_ptr)->session_.get());
+  return DrainUnlessB7(static_cast<StreamImpl*>(this_ptr)->queue_.get());
 }
 
 OrtStatus* ORT_API_CALL StreamImpl::OnSessionRunEndImpl(OrtSyncStreamImpl* this_ptr) noexcept {
-  return SyncUnlessB7(static_cast<StreamImpl*>(this_ptr)->session_.get());
+  return DrainUnlessB7(static_cast<StreamImpl*>(this_ptr)->queue_.get());
 }
 
-NotificationImpl::NotificationImpl(std::shared_ptr<SessionStream> session)
-    : OrtSyncNotificationImpl{}, session_(std::move(session)) {
+NotificationImpl::NotificationImpl(std::shared_ptr<WorkQueue> queue)
+    : OrtSyncNotificationImpl{}, queue_(std::move(queue)) {
   ort_version_supported = ORT_API_VERSION;
   Release = ReleaseImpl;
   Activate = ActivateImpl;
@@ -127,16 +188,17 @@ void ORT_API_CALL NotificationImpl::ReleaseImpl(OrtSyncNotificationImpl* this_pt
 }
 
 OrtStatus* ORT_API_CALL NotificationImpl::ActivateImpl(OrtSyncNotificationImpl* /*this_ptr*/) noexcept {
-  return nullptr;  // one queue per session: there is no other device stream to signal
+  return nullptr;  // the wait drains the producer's queue, so there is no event to record
 }
 
-OrtStatus* ORT_API_CALL NotificationImpl::WaitOnDeviceImpl(OrtSyncNotificationImpl* /*this_ptr*/,
+OrtStatus* ORT_API_CALL NotificationImpl::WaitOnDeviceImpl(OrtSyncNotificationImpl* this_ptr,
                                                            OrtSyncStream* /*consumer_stream*/) noexcept {
-  return nullptr;
+  // Stronger than a device-side wait (the host waits for the producer), and just as ordered.
+  return DrainUnlessB7(static_cast<NotificationImpl*>(this_ptr)->queue_.get());
 }
 
 OrtStatus* ORT_API_CALL NotificationImpl::WaitOnHostImpl(OrtSyncNotificationImpl* this_ptr) noexcept {
-  return SyncUnlessB7(static_cast<NotificationImpl*>(this_ptr)->session_.get());
+  return DrainUnlessB7(static_cast<NotificationImpl*>(this_ptr)->queue_.get());
 }
 
 }  // namespace testbed

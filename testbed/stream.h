@@ -1,12 +1,16 @@
-// Streams: the per-session work queue and the OrtSyncStreamImpl ORT drives.
+// Streams: device work queues and the OrtSyncStreamImpl ORT drives.
 //
 // WorkQueue is a device stream served by one worker thread: work runs in submission order,
-// asynchronously to whoever enqueued it. SessionStream is the per-session stream state the EP and
-// every OrtSyncStreamImpl ORT creates for that session share: it decides, per calling thread,
-// whether work goes to the queue (threads other than the creating one, for an asynchronous
-// backend) or runs inline on the creating thread's synchronous default stream.
-// StreamImpl/NotificationImpl adapt that to ORT; their sync points drain the queue unless B7
-// removed the sync.
+// asynchronously to whoever enqueued it. Every asynchronous (MIGraphX) OrtSyncStreamImpl owns one:
+// the per-session streams ORT makes through OrtEp::CreateSyncStreamForDevice (one per concurrent
+// run) and the factory streams Python's OrtEpDevice.create_sync_stream() makes. Every live queue
+// is also registered with the device, so that a copy without a stream can act as the legacy
+// default stream does: wait for all of them first (DrainDeviceQueues).
+//
+// SessionStream is the per-session state every stream of a session shares: the creating thread
+// (whose launches run inline, the seed's synchronous default stream) and the session's queues,
+// which OrtEp::Sync drains. StreamImpl/NotificationImpl adapt a queue to ORT; their sync points
+// drain it unless B7 removed the sync. A DirectML stream has no queue: its work is synchronous.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "onnxruntime_c_api.h"
 
@@ -44,32 +49,45 @@ class WorkQueue {
   std::thread worker_;
 };
 
+// A new queue, registered with the device until its last owner drops it.
+std::shared_ptr<WorkQueue> NewDeviceQueue();
+// The device barrier: waits for everything queued so far on every live queue.
+void DrainDeviceQueues();
+
 class SessionStream {
  public:
-  // `asynchronous`: work issued off the creating thread is queued (MIGraphX); else always inline.
+  // `asynchronous`: the session's streams get queues (MIGraphX); else none (DirectML).
   SessionStream(bool asynchronous, int64_t session);
 
-  // The queue for work issued from the calling thread, or null to run it inline.
-  WorkQueue* QueueForThisThread();
-  // Waits for queued work (the per-Compute sync of the seed's #86). A no-op if there is no queue.
+  // The queue for a new stream of this session, or null for a synchronous backend.
+  std::shared_ptr<WorkQueue> NewQueue();
+  bool OnCreatingThread() const { return std::this_thread::get_id() == creating_thread_; }
+  // Waits for the work queued on every live stream of the session (OrtEp::Sync).
   void Sync();
   int64_t session() const { return session_; }
 
  private:
+  const bool asynchronous_;
   const int64_t session_;
   const std::thread::id creating_thread_;
-  const std::unique_ptr<WorkQueue> queue_;  // null for a synchronous backend
+  std::mutex mutex_;
+  std::vector<std::weak_ptr<WorkQueue>> queues_;
 };
 
 class StreamImpl : public OrtSyncStreamImpl {
  public:
-  // `session` is null for a stream the factory creates outside any session.
-  explicit StreamImpl(std::shared_ptr<SessionStream> session);
+  // `session` is null for a stream the factory creates outside any session; `queue` is null
+  // for a synchronous backend's stream.
+  StreamImpl(std::shared_ptr<SessionStream> session, std::shared_ptr<WorkQueue> queue);
 
-  // The session stream behind an OrtSyncStream ORT hands us, or null if it is not one of ours.
+  // The session stream behind an OrtSyncStream ORT hands us, or null if it is not one of ours
+  // or belongs to no session.
   static SessionStream* SessionStreamOf(OrtSyncStream* stream);
+  // The queue behind an OrtSyncStream, or null (no stream, not ours, or synchronous).
+  static WorkQueue* QueueOf(OrtSyncStream* stream);
 
  private:
+  static const StreamImpl* Of(OrtSyncStream* stream);
   static void ORT_API_CALL ReleaseImpl(OrtSyncStreamImpl* this_ptr) noexcept;
   static void* ORT_API_CALL GetHandleImpl(OrtSyncStreamImpl* this_ptr) noexcept;
   static OrtStatus* ORT_API_CALL CreateNotificationImpl(OrtSyncStreamImpl* this_ptr,
@@ -78,11 +96,12 @@ class StreamImpl : public OrtSyncStreamImpl {
   static OrtStatus* ORT_API_CALL OnSessionRunEndImpl(OrtSyncStreamImpl* this_ptr) noexcept;
 
   std::shared_ptr<SessionStream> session_;
+  std::shared_ptr<WorkQueue> queue_;
 };
 
 class NotificationImpl : public OrtSyncNotificationImpl {
  public:
-  explicit NotificationImpl(std::shared_ptr<SessionStream> session);
+  explicit NotificationImpl(std::shared_ptr<WorkQueue> queue);
 
  private:
   static void ORT_API_CALL ReleaseImpl(OrtSyncNotificationImpl* this_ptr) noexcept;
@@ -91,7 +110,7 @@ class NotificationImpl : public OrtSyncNotificationImpl {
                                                   OrtSyncStream* consumer_stream) noexcept;
   static OrtStatus* ORT_API_CALL WaitOnHostImpl(OrtSyncNotificationImpl* this_ptr) noexcept;
 
-  std::shared_ptr<SessionStream> session_;
+  std::shared_ptr<WorkQueue> queue_;
 };
 
 }  // namespace testbed

@@ -61,12 +61,15 @@ def test_a_bad_table_is_one_line_per_problem() -> None:
     bad = dict(SPECS)
     del bad[Op.FREE]
     bad[Op.RUN] = replace(SPECS[Op.RUN], weight=0.0, takes=("value",))
-    bad[Op.COPY] = replace(SPECS[Op.COPY], mode_required=True)
+    bad[Op.COPY] = replace(SPECS[Op.COPY], mode_weights={"stream": 0.0, "nope": 1.0})
+    bad[Op.READ] = replace(SPECS[Op.READ], mode_required=True)
     assert check_table(bad) == [
         "op 'free' has no entry",
         "'run' does not take its subject's field 'session'",
         "'run' has weight 0.0: it would never be generated",
-        "'copy' requires a mode but lists none",
+        "'copy' weighs mode 'nope' it does not list",
+        "'copy' mode 'stream' has weight 0.0",
+        "'read' requires a mode but lists none",
     ]
 
 

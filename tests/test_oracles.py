@@ -120,3 +120,13 @@ def test_overlap_clustering_makes_any_failure_after_a_group_one_cluster_per_shap
     assert len({f.signature for f in found}) == 3  # the symptoms are still told apart
     plain = judge(RunResult(sched, error, Exit.CLEAN)).findings[0]
     assert plain.cluster == "error|run|Device is lost N"
+
+
+def test_normalise_strips_ort_status_words_after_a_pybind_location() -> None:
+    raw = (
+        "RuntimeError: /onnxruntime_src/onnxruntime/python/onnxruntime_pybind_state.cc:571 "
+        "pybind11::array onnxruntime::python::PrimitiveTensorToNumpyFromDevice(const OrtValue&, "
+        "const DataTransferAlternative&) [ONNXRuntimeError] : 1 : FAIL : DML failure: 0x80070057 "
+        "invalid allocation handle\n"
+    )
+    assert normalise(raw) == "DML failure: <addr> invalid allocation handle"

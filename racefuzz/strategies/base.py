@@ -326,7 +326,10 @@ def pick(
         by_op.setdefault(s.op, []).append(s)
     kinds = sorted(by_op)
     op = rng.choices(kinds, weights=[table.get(k, 1.0) for k in kinds])[0]
-    return rng.choice(by_op[op])
+    spec = SPECS[op]
+    if not spec.mode_weights:
+        return rng.choice(by_op[op])
+    return rng.choices(by_op[op], weights=[spec.mode_weight(s.mode) for s in by_op[op]])[0]
 
 
 def with_jitter(step: Step, space: Space, rng: random.Random) -> Step:

@@ -195,12 +195,12 @@ class Runtime:
         return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, memory_info=mem)
 
     @staticmethod
-    def _copy(src: Any, dst: Any, host_only: bool) -> None:
+    def _copy(src: Any, dst: Any, host_only: bool, stream: Any = None) -> None:
         # copy_tensors has no host-to-host transfer; a host-memory EP has nothing to copy.
         if host_only:
             dst.update_inplace(src.numpy())
         else:
-            ort.copy_tensors([src], [dst], None)
+            ort.copy_tensors([src], [dst], stream)
 
     def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]:
         with self._lock:
@@ -305,36 +305,60 @@ class Runtime:
         return {"ok": True, "check": check, "detail": detail}
 
     def op_run_bound(self, index: int, step: Mapping[str, Any]) -> Outcome:
+        # Modes (op_table.py): host_in binds host inputs (ORT uploads them at bind time, on the
+        # session's stream) and device outputs ORT allocates; host_out binds host outputs; sync
+        # calls synchronize_inputs/outputs (OrtEp::Sync) around the run. Plain: device values.
+        mode = step.get("mode") or ""
         s = self.sessions[step["session"]]
-        feeds = self._feeds(index, s.session)
+        feeds, mem = self._feeds(index, s.session), self._memory_info(s.profile)
         expected = self._reference(s.model, feeds)
-        mem = self._memory_info(s.profile)
         binding = s.session.io_binding()
+        host_in, host_out = mode.startswith("host_in"), mode == "host_out" or mem is None
         for name, array in feeds.items():
-            dev = self._value(array.shape, array.dtype, mem)
-            self._copy(ort.OrtValue.ortvalue_from_numpy(array), dev, mem is None)
-            binding.bind_ortvalue_input(name, dev)
+            if host_in:
+                binding.bind_cpu_input(name, array)
+            else:
+                dev = self._value(array.shape, array.dtype, mem)
+                self._copy(ort.OrtValue.ortvalue_from_numpy(array), dev, mem is None)
+                binding.bind_ortvalue_input(name, dev)
         for out, ref in zip(s.session.get_outputs(), expected, strict=True):
-            binding.bind_ortvalue_output(out.name, self._value(ref.shape, ref.dtype, mem))
+            if host_out:
+                binding.bind_output(out.name)  # ORT allocates it in host memory
+            elif host_in:  # the public bind_output cannot name the vendor id ORT needs
+                binding._iobinding.bind_output(out.name, self._ort_device(s.profile, mem))
+            else:
+                binding.bind_ortvalue_output(out.name, self._value(ref.shape, ref.dtype, mem))
+        if mode.endswith("sync"):
+            binding.synchronize_inputs()
         s.session.run_with_iobinding(binding)
-        outputs = binding.copy_outputs_to_cpu()
-        check, detail = compare(outputs, expected, self.rtol, self.atol)
+        if mode.endswith("sync"):
+            binding.synchronize_outputs()
+        for k, v in enumerate(binding.get_outputs()):
+            if (v.device_name().lower() == "cpu") != host_out:
+                where = f"output {k}: in {v.device_name()} memory, bound to the other side"
+                return {"ok": True, "check": "mismatch", "detail": where}
+        check, detail = compare(binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol)
         return {"ok": True, "check": check, "detail": detail}
 
-    def _upload(self, profile: Profile, index: int) -> _Value:
+    def _ort_device(self, profile: Profile, mem: Any) -> Any:
+        kind = self._devices(profile)[0].device.type.name.lower()
+        return ort.OrtDevice.make(kind, mem.device_id, mem.device_vendor_id)._get_c_device()
+
+    def _upload(self, profile: Profile, index: int, stream: Any = None) -> _Value:
         data = np.random.default_rng(self.seed * 1_000_003 + index).standard_normal(COPY_SHAPE)
         data = data.astype(np.float32)
         mem = self._memory_info(profile)
         dev = self._value(COPY_SHAPE, np.float32, mem)
-        self._copy(ort.OrtValue.ortvalue_from_numpy(data), dev, mem is None)
+        # `data` lives in the value: an upload still in flight on `stream` reads it later.
+        self._copy(ort.OrtValue.ortvalue_from_numpy(data), dev, mem is None, stream)
         return _Value(dev, data, profile, mem is None)
 
-    def _download(self, v: _Value) -> Outcome:
+    def _download(self, v: _Value, stream: Any = None) -> Outcome:
         # `host` is kept alive here: the OrtValue only borrows its buffer, and reading the value
         # back through `.numpy()` after the array died would read freed memory.
         host = np.zeros_like(v.data)
         back = ort.OrtValue.ortvalue_from_numpy(host)
-        self._copy(v.value, back, v.host_only)
+        self._copy(v.value, back, v.host_only, stream)
         data = v.data
         got = back.numpy()
         if got.tobytes() == data.tobytes():
@@ -345,7 +369,14 @@ class Runtime:
         return {"ok": True, "check": "corrupt-copy", "detail": detail}
 
     def op_copy(self, index: int, step: Mapping[str, Any]) -> Outcome:
-        return self._download(self._upload(self.profiles[step["profile"]], index))
+        # Modes: the upload goes on a stream of the profile's EP device (it may return before the
+        # copy lands: ORT never syncs it); stream reads back on it, stream_unordered without one.
+        profile = self.profiles[step["profile"]]
+        stream = None
+        if step.get("mode") and self._memory_info(profile) is not None:
+            stream = self._devices(profile)[0].create_sync_stream()
+        v = self._upload(profile, index, stream)
+        return self._download(v, stream if step.get("mode") == "stream" else None)
 
     @makes("value")
     def op_alloc(self, index: int, step: Mapping[str, Any]) -> Outcome:

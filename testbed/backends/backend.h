@@ -43,10 +43,15 @@ class Backend {
   // Memory this backend does not own is ignored (a mis-routed free leaks, as hipFree would).
   virtual void Free(void* p) = 0;
 
-  // Copies `bytes` between host and device memory. `queue` is the session stream the copy was
-  // issued on when it must run there, or null for a synchronous copy.
+  // Copies `bytes` between host and device memory. `queue` is the stream the copy was issued on
+  // when it must run there (an asynchronous backend returns before a host-to-device copy lands),
+  // or null for a copy done at once (the caller has already waited for whatever it must).
   virtual OrtStatus* Copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
                           WorkQueue* queue) = 0;
+
+  // Queues a zero fill of `bytes` at `p` on `queue` (hipMemsetAsync after an allocation on a
+  // stream). Memory is zero-filled at allocation anyway: a synchronous backend has nothing to do.
+  virtual void ZeroFillOnQueue(void* /*p*/, size_t /*bytes*/, WorkQueue* /*queue*/) {}
 
   // Runs `program` over device operands, on `queue` when given (asynchronously), else inline.
   virtual OrtStatus* Launch(const std::shared_ptr<const Program>& program, const std::vector<DeviceTensor>& inputs,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "../bugs.h"
 #include "../status.h"
@@ -17,6 +18,10 @@ constexpr const char* kInvalidArgument = "HIP failure 1: invalid argument";
 // Simulated time for the device to pick up queued work: long enough that a read which is not
 // ordered after it (B7) reliably sees the buffer before the work lands.
 constexpr std::chrono::milliseconds kDeviceLatency{3};
+
+// Time before a queued host-to-device copy or fill lands: the window in which work that is not
+// ordered after it (B11, B12) still sees the old bytes.
+constexpr std::chrono::milliseconds kCopyLatency{2};
 
 constexpr size_t kAlignment = 256;
 
@@ -64,18 +69,44 @@ OrtStatus* Mgx::Copy(void* dst, bool dst_on_device, const void* src, bool src_on
   std::shared_ptr<Block> dst_block, src_block;
   if (dst_on_device && (dst_block = Find(dst, bytes)) == nullptr) return Error(kInvalidArgument);
   if (src_on_device && (src_block = Find(src, bytes)) == nullptr) return Error(kInvalidArgument);
+  if (queue != nullptr && dst_on_device) {
+    // Asynchronous on the stream: host bytes are snapshot now, so the caller may reuse them.
+    std::shared_ptr<std::vector<uint8_t>> staged;
+    if (!src_on_device) {
+      const auto* from = static_cast<const uint8_t*>(src);
+      staged = std::make_shared<std::vector<uint8_t>>(from, from + bytes);
+      src = staged->data();
+    }
+    const auto due = std::chrono::steady_clock::now() + kCopyLatency;
+    queue->Enqueue([dst, src, bytes, dst_block, src_block, staged, due] {
+      std::this_thread::sleep_until(due);
+      if (bytes > 0) std::memcpy(dst, src, bytes);
+    });
+    return nullptr;
+  }
   if (queue == nullptr || Enabled(Bug::kNoComputeSync)) {
     // B7 (the sibling of #86): the D2H copy is not ordered on the session stream, so it reads the
     // buffer before the queued compute has written it.
     if (bytes > 0) std::memcpy(dst, src, bytes);
     return nullptr;
   }
-  // Ordered on the stream: runs after the work queued before it, and the caller waits for it.
+  // Device to host, ordered on the stream: runs after the work queued before it, and the caller
+  // waits for it (hipMemcpyAsync into pageable memory blocks the host).
   queue->Enqueue([dst, src, bytes, dst_block, src_block] {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   });
   queue->Drain();
   return nullptr;
+}
+
+void Mgx::ZeroFillOnQueue(void* p, size_t bytes, WorkQueue* queue) {
+  std::shared_ptr<Block> block = Find(p, bytes);
+  if (block == nullptr || queue == nullptr) return;
+  const auto due = std::chrono::steady_clock::now() + kCopyLatency;
+  queue->Enqueue([p, bytes, block, due] {
+    std::this_thread::sleep_until(due);
+    if (bytes > 0) std::memset(p, 0, bytes);
+  });
 }
 
 OrtStatus* Mgx::Launch(const std::shared_ptr<const Program>& program, const std::vector<DeviceTensor>& inputs,

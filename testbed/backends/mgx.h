@@ -4,7 +4,9 @@
 // a copy or launch touching an unregistered address fails with the HIP error of the seed's
 // shared/hip/data_transfer.cc:73. Work issued with a session stream queue runs there, on the
 // stream's worker thread, after a small simulated device latency; work issued without one runs
-// inline (the creating thread's synchronous default stream). Blocks are reference counted, so a
+// inline (the creating thread's synchronous default stream). A host-to-device copy or a zero fill
+// on a stream returns at once and lands after a small latency (the host bytes are snapshot first,
+// as for pageable memory); a device-to-host copy on a stream waits for it. Blocks are reference counted, so a
 // block freed while queued work still uses it stays alive until that work is done, as hipFree
 // would wait for the device.
 #pragma once
@@ -30,6 +32,7 @@ class Mgx final : public Backend {
   OrtStatus* Launch(const std::shared_ptr<const Program>& program, const std::vector<DeviceTensor>& inputs,
                     const std::vector<DeviceTensor>& outputs, WorkQueue* queue) override;
   bool HasEpAllocatorHook() const override { return false; }
+  void ZeroFillOnQueue(void* p, size_t bytes, WorkQueue* queue) override;
 
  private:
   struct Block {

@@ -1,0 +1,33 @@
+// Where a copy runs: on its stream, at once, or after the device barrier.
+//
+// The fixed design follows HIP's rules: a copy with a stream is queued on that stream; a copy
+// without one acts as the legacy default stream does and first waits for every queue of the
+// device. Two bug switches route copies elsewhere, each after a public report:
+// - B11 (onnxruntime#16774): an env-level upload that carries a stream goes to the backend's own
+//   copy queue instead, so a later read ordered on the stream does not wait for it;
+// - B12 (onnxruntime#32643, fixed by #32666): a session's bind-time upload drops its stream and
+//   copies at once, so the zero fill AllocOnStream queued on that stream lands over it.
+// Also here: which sessions the calling thread is inside a Run of (OrtEp::OnRunStart/OnRunEnd),
+// which is how B12 tells IOBinding's bind-time upload from a run's feed copy.
+#pragma once
+
+#include <cstdint>
+
+#include "onnxruntime_c_api.h"
+
+namespace testbed {
+
+class WorkQueue;
+
+struct CopyRoute {
+  WorkQueue* queue = nullptr;  // the queue the copy goes to; null: copied at once
+  bool barrier = false;        // wait for every device queue before copying at once
+};
+
+// `session` is the DataTransfer's session, 0 for the registration-time (env-level) instance.
+CopyRoute RouteCopy(OrtSyncStream* stream, int64_t session, bool src_on_device, bool dst_on_device);
+
+void EnterRun(int64_t session);
+void LeaveRun(int64_t session);
+
+}  // namespace testbed
