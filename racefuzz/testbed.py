@@ -35,7 +35,8 @@ from pathlib import Path
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 
-BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 11))
+# B11-B14 are the stream switches of another branch; B15, B16 the several-sessions ones.
+BUGS: tuple[str, ...] = (*(f"B{i}" for i in range(1, 11)), "B15", "B16")
 BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 # Flavour -> the -fsanitize value it builds with (and the sanitizer its library declares).
 FLAVOURS: dict[str, str] = {"asan": "address", "tsan": "thread"}

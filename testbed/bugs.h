@@ -21,9 +21,12 @@ enum class Bug : int {
   // Not seed behaviours: memory-safety bugs that outputs never show, for the sanitizer oracle.
   kUnlockedLaunchTable,  // B9: the process-wide launch table is updated without its lock
   kUseAfterRelease,      // B10: ReleaseEp leaves the freed EP in the factory's session list
+  // Several sessions and devices (numbered apart from B11-B14, the stream switches).
+  kPerSessionPool = 15,      // B15: a session's blocks are valid only in that session's launches
+  kFirstDeviceLatched = 16,  // B16: the first CreateEp's device is used by every later session
 };
 
-inline constexpr int kBugCount = 10;
+inline constexpr int kBugCount = 16;
 
 bool Enabled(Bug bug);
 

@@ -1,6 +1,7 @@
 #include "data_transfer.h"
 
 #include "backends/backend.h"
+#include "devices.h"
 #include "factory.h"
 #include "status.h"
 #include "stream.h"
@@ -99,6 +100,7 @@ OrtStatus* DataTransfer::CopyOne(const OrtValue* src, OrtValue* dst, OrtSyncStre
   RETURN_IF_ERROR(Api().GetTensorData(src, &src_data));
   RETURN_IF_ERROR(Api().GetTensorMutableData(dst, &dst_data));
 
+  RETURN_IF_ERROR(devices::CheckCopy(*backend, src, src_data, src_on_device, dst, dst_data, dst_on_device));
   SessionStream* session_stream = StreamImpl::SessionStreamOf(stream);
   WorkQueue* queue = session_stream != nullptr ? session_stream->QueueForThisThread() : nullptr;
   if (trace::On()) {
