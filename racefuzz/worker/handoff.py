@@ -65,13 +65,22 @@ def thread_options(so: Any, profile: Profile) -> None:
                 sizes = (profile.intra_op_threads or 0, profile.inter_op_threads or 0)
                 ort.set_global_thread_pool_sizes(*sizes)
                 _global_pools_set.append(sizes)
-        so.use_per_session_threads = False
+    if follow_global_pools(so):
+        pass  # ORT refuses a session's own pools once the process has global ones
     elif profile.intra_op_threads is not None:
         so.intra_op_num_threads = profile.intra_op_threads
     if profile.execution_mode == "parallel":
         so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
-    if profile.inter_op_threads is not None and profile.thread_pools != "global":
+    if profile.inter_op_threads is not None and not _global_pools_set:
         so.inter_op_num_threads = profile.inter_op_threads
+
+
+def follow_global_pools(so: Any) -> bool:
+    """Once this process has global pools, every session (the CPU references too) must use
+    them: ORT fails any other with "use_per_session_threads must be false"."""
+    if _global_pools_set:
+        so.use_per_session_threads = False
+    return bool(_global_pools_set)
 
 
 class _Host(Protocol):

@@ -220,6 +220,7 @@ class Runtime(handoff.HandoffOps):
             if ref is None:
                 so = ort.SessionOptions()
                 so.intra_op_num_threads = 1
+                handoff.follow_global_pools(so)
                 ref = ort.InferenceSession(
                     self.models[model], sess_options=so, providers=["CPUExecutionProvider"]
                 )
