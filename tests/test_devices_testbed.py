@@ -66,7 +66,9 @@ def test_the_fixed_testbed_feeds_across_sessions_and_devices(testbed_library: Pa
 
 def test_b15_rejects_a_peer_sessions_output_only_when_fed(testbed_library: Path) -> None:
     target = load_target("testbed:B15")
-    fed = executor.run(target, steps(create("s1", "mgx"), create("s2", "mgx", "tail"), feed("s1", "s2")))
+    fed = executor.run(
+        target, steps(create("s1", "mgx"), create("s2", "mgx", "tail"), feed("s1", "s2"))
+    )
     assert found(fed) == {("error", "feed", "HIP failure N: invalid argument")}
     apart = steps(create("s1", "mgx"), create("s2", "mgx", "tail"), run("s1"), run("s2"))
     assert found(executor.run(target, apart)) == set()
