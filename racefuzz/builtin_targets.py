@@ -23,11 +23,12 @@ from pathlib import Path
 
 from racefuzz import gpu_targets
 from racefuzz.errors import RacefuzzError
-from racefuzz.models import BUILTIN as BUILTIN_MODELS
+from racefuzz.models import DEFAULT_MODELS as BUILTIN_MODELS
 from racefuzz.sanitizer import runtime as checked_runtime
 from racefuzz.target import Library, Profile, Target
 
-BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 13))
+# B13 and B14 are kept for the run_async/terminate and shared-allocator switches still to come.
+BUGS: tuple[str, ...] = (*(f"B{i}" for i in range(1, 13)), "B15", "B16")
 BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 TRACE_ENV = "RACEFUZZ_TESTBED_TRACE"
 TESTBED_EP = "RacefuzzTestbed"
@@ -38,7 +39,10 @@ CPU_EP = "CPUExecutionProvider"
 # that module builds native code and is loaded only when a testbed target is).
 FLAVOURS: dict[str, str] = {"asan": "address", "tsan": "thread"}
 # The ops the testbed computes are MatMul, Add, Relu and Mul: `conv` would run on ORT's CPU EP.
-_TESTBED_MODELS = ("tiny", "mlp", "wide")
+_TESTBED_MODELS = ("tiny", "mlp", "wide", "tail")
+# (profile, backend, device): the seed's two backends on the testbed's first GPU; `mgx1` pins
+# MIGraphX to its second (B16). No device index for dml and mgx keeps their JSON as it was.
+_TESTBED_PROFILES = (("dml", "dml", None), ("mgx", "mgx", None), ("mgx1", "mgx", 1))
 # nxrt-ep-cpu takes every node of the MLPs and none of `conv` (ORT's record of placement, shown
 # by `racefuzz doctor`): a campaign on `conv` would test ORT's CPU EP, not nxrt's.
 _NXRT_CPU_MODELS = ("tiny", "mlp", "wide")
@@ -100,7 +104,7 @@ def testbed_target(
     switched = ", ".join(bugs) if bugs else "none (the seed's final design, residual R1 only)"
     profiles = tuple(
         Profile(
-            name=backend,
+            name=name,
             library="testbed",
             ep_name=TESTBED_EP,
             provider_options={"profile": backend},
@@ -109,8 +113,9 @@ def testbed_target(
             # The testbed computes everything itself: ORT's intra-op pool has no work, and
             # letting it spin after each run only burned half of every worker's CPU (bench/).
             session_config={"session.intra_op.allow_spinning": "0"},
+            device_index=device,
         )
-        for backend in ("dml", "mgx")
+        for name, backend, device in _TESTBED_PROFILES
     )
     return Target(
         name=name,

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 
 # Smallest (simplest to read in a report) first; the shrinker prefers earlier names. `conv`
 # comes last although `wide` computes more: it brings ops a reader of an MLP report needn't know.
-BUILTIN: tuple[str, ...] = ("tiny", "mlp", "wide", "conv", "eltwise")
+BUILTIN: tuple[str, ...] = ("tiny", "mlp", "wide", "conv", "eltwise", "tail")
+# A target's models unless it names them: `tail` only serves as the second session of a `feed`.
+DEFAULT_MODELS: tuple[str, ...] = BUILTIN[:-1]
 # Bump when a builder changes, so caches never serve an old definition under a current name.
 MODEL_VERSION = 2
 OPSET = 17
@@ -160,6 +162,20 @@ def _eltwise() -> bytes:
     return _finish(helper.make_graph(nodes, "eltwise", [x, z], [y]))
 
 
+def _tail() -> bytes:
+    from onnx import TensorProto, helper
+
+    # Any 2-D shape: the second session of a `feed` step takes another model's output as is.
+    nodes = [
+        helper.make_node("Relu", ["X"], ["r"]),
+        helper.make_node("Mul", ["X", "X"], ["m"]),
+        helper.make_node("Add", ["r", "m"], ["Y"]),
+    ]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", "M"])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", "M"])
+    return _finish(helper.make_graph(nodes, "tail", [x], [y]))
+
+
 def _finish(graph: onnx.GraphProto) -> bytes:
     import onnx
     from onnx import helper
@@ -180,6 +196,7 @@ _BUILDERS: Mapping[str, Callable[[], bytes]] = {
     "wide": functools.partial(_mlp_graph, "wide", 64, 256, 512, 16, 3),
     "conv": _conv,
     "eltwise": _eltwise,
+    "tail": _tail,
 }
 # Known without onnx (worker processes); a test checks it against the built models.
 _BUILTIN_SPECS: Mapping[str, dict[str, tuple[int, ...]]] = {
@@ -188,6 +205,7 @@ _BUILTIN_SPECS: Mapping[str, dict[str, tuple[int, ...]]] = {
     "wide": {"X": (64, 256)},
     "conv": {"X": (1, 3, 16, 16)},
     "eltwise": {"X": (64, 256), "Z": (64, 256)},
+    "tail": {"X": (1, 1)},
 }
 
 

@@ -54,6 +54,7 @@ class Op(StrEnum):
     READ = "read"
     FREE = "free"
     RELEASE = "release"
+    FEED = "feed"
 
 
 class Subject(StrEnum):
@@ -235,6 +236,16 @@ SPECS: Mapping[Op, OpSpec] = {
         ),
         OpSpec(Op.FREE, "drop a kept device value", _VAL, _ENDS, ("value",), weight=0.4),
         OpSpec(Op.RELEASE, "drop a session and collect it", _SES, _ENDS, ("session",), weight=0.9),
+        OpSpec(
+            Op.FEED,
+            "run through IOBinding to device outputs, feed them to the peer session's run",
+            _SES,
+            _USES,
+            ("session",),
+            peer=_SES,
+            needs_registration=True,
+            weight=0.6,
+        ),
     )
 }
 

@@ -3,6 +3,7 @@
 - `error`: a step raised (ORT or the EP returned an error status);
 - `zeroed` / `mismatch`: a run's outputs were all zeros / differed from the CPU reference;
 - `corrupt-copy`: a copy round trip changed bytes;
+- `misplaced`: a device output or allocation labelled with another device than the profile's;
 - `crash`: the worker died by a signal or an abnormal exit; `hang`: no progress in time;
   `leak`: the worker's memory passed its ceiling (both attributed to the steps in flight);
 - `misroute` (testbed only, white-box): the trace shows a copy or compute served by a backend

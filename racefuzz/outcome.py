@@ -23,6 +23,7 @@ class Check(StrEnum):
     ZEROED = "zeroed"  # all zeros where the CPU reference is not
     MISMATCH = "mismatch"  # differs from the CPU reference beyond tolerance
     CORRUPT = "corrupt-copy"  # a copy round trip changed bytes
+    MISPLACED = "misplaced"  # a device value on another device than the profile's
 
 
 class Exit(StrEnum):
@@ -53,8 +54,8 @@ class Finding:
     signature; `raw` keeps the original text for the report.
     """
 
-    kind: str  # error | crash | hang | zeroed | mismatch | corrupt-copy | misroute | leak
-    # | asan | tsan (a sanitizer's report; `message`: its type and frames in the EP)
+    kind: str  # error | crash | hang | zeroed | mismatch | corrupt-copy | misplaced | misroute
+    # | leak | asan | tsan (a sanitizer's report; `message`: its type and frames in the EP)
     op: str
     message: str
     profiles: tuple[str, ...]

@@ -27,7 +27,7 @@ from racefuzz.repro_parts import literal, normalise_source, text_timeline, usage
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
-from racefuzz.worker import INTERNAL_EXIT, lifeline, native_trace, ops, sequencer
+from racefuzz.worker import INTERNAL_EXIT, handoff, lifeline, native_trace, ops, sequencer
 from racefuzz.worker import main as worker_main
 
 DEFAULT_TIMES = 20
@@ -81,6 +81,7 @@ def child(job):
     for package in ("racefuzz", "racefuzz.worker"):  # so the worker's own imports resolve
         sys.modules.setdefault(package, types.ModuleType(package))
     sys.modules["racefuzz.worker"].INTERNAL_EXIT = INTERNAL_EXIT
+    load_module("racefuzz.worker.handoff", HANDOFF_SOURCE)
     load_module("racefuzz.worker.ops", OPS_SOURCE)
     load_module("racefuzz.worker.sequencer", SEQUENCER_SOURCE)
     load_module("racefuzz.worker.lifeline", LIFELINE_SOURCE)
@@ -301,7 +302,8 @@ SANITIZER_REPORT_SOURCE = @@SANITIZER_REPORT@@
 # racefuzz/worker/sequencer.py
 SEQUENCER_SOURCE = @@SEQUENCER@@
 
-# racefuzz/worker/ops.py
+# racefuzz/worker/handoff.py, racefuzz/worker/ops.py
+HANDOFF_SOURCE = @@HANDOFF@@
 OPS_SOURCE = @@OPS@@
 
 # racefuzz/worker/lifeline.py
@@ -383,6 +385,7 @@ def repro_source(
         "LIFELINE": literal(inspect.getsource(lifeline)),
         "NATIVE_TRACE": literal(inspect.getsource(native_trace)),
         "OPS": literal(inspect.getsource(ops)),
+        "HANDOFF": literal(inspect.getsource(handoff)),
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.
     return re.sub(r"@@([A-Z_]+)@@", lambda m: str(fills[m.group(1)]), _TEMPLATE)

@@ -28,6 +28,10 @@ from racefuzz.schedule import Schedule
 
 BUILTIN_TARGETS: tuple[str, ...] = ("testbed", "nxrt-cpu", "cpu", "webgpu", "nxrt-cuda")
 DEVICE_TYPES: tuple[str, ...] = ("cpu", "gpu", "npu")
+# Profile.thread_pools: the session's own intra/inter-op pools, or the process's global ones.
+THREAD_POOLS: tuple[str, ...] = ("session", "global")
+# Profile.execution_mode: ORT's ExecutionMode (parallel runs kernels on inter-op threads).
+EXECUTION_MODES: tuple[str, ...] = ("sequential", "parallel")
 DEFAULT_CONFIG = "racefuzz.toml"
 
 
@@ -91,6 +95,10 @@ class Profile:
     vendor_id: int | None = None  # hardware vendor of the device; None: any
     intra_op_threads: int | None = None  # SessionOptions.intra_op_num_threads; None: ORT's
     session_config: Mapping[str, str] = FrozenMap()  # SessionOptions.add_session_config_entry
+    device_index: int | None = None  # `OrtEpDevice.device.device_id` to pin to; None: any
+    thread_pools: str = "session"  # one of THREAD_POOLS
+    execution_mode: str = "sequential"  # one of EXECUTION_MODES
+    inter_op_threads: int | None = None  # SessionOptions.inter_op_num_threads; None: ORT's
 
     def __post_init__(self) -> None:
         _freeze(self, "provider_options", "session_config")
@@ -102,6 +110,7 @@ class Profile:
             ep_device.ep_name == self.ep_name
             and (self.device_type is None or device.type.name.lower() == self.device_type)
             and (self.vendor_id is None or device.vendor_id == self.vendor_id)
+            and (self.device_index is None or device.device_id == self.device_index)
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -114,7 +123,20 @@ class Profile:
             "vendor_id": self.vendor_id,
             "intra_op_threads": self.intra_op_threads,
             "session_config": dict(self.session_config),
-        }
+        } | self._threading_json()
+
+    def _threading_json(self) -> dict[str, Any]:
+        # Only what differs from ORT's defaults, so that older profiles' JSON stays as it was.
+        out: dict[str, Any] = {}
+        if self.device_index is not None:
+            out["device_index"] = self.device_index
+        if self.thread_pools != "session":
+            out["thread_pools"] = self.thread_pools
+        if self.execution_mode != "sequential":
+            out["execution_mode"] = self.execution_mode
+        if self.inter_op_threads is not None:
+            out["inter_op_threads"] = self.inter_op_threads
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Profile:

@@ -16,7 +16,16 @@ from racefuzz import sanitizer
 from racefuzz.errors import RacefuzzError
 from racefuzz.gpu_targets import package_library
 from racefuzz.models import BUILTIN as BUILTIN_MODELS
-from racefuzz.target import CLUSTER_BY, DEVICE_TYPES, Library, Profile, Target
+from racefuzz.models import DEFAULT_MODELS
+from racefuzz.target import (
+    CLUSTER_BY,
+    DEVICE_TYPES,
+    EXECUTION_MODES,
+    THREAD_POOLS,
+    Library,
+    Profile,
+    Target,
+)
 
 _TARGET_KEYS = (
     "description",
@@ -37,6 +46,10 @@ _PROFILE_KEYS = (
     "options",
     "intra_op_threads",
     "session_config",
+    "device_index",
+    "thread_pools",
+    "execution_mode",
+    "inter_op_threads",
 )
 
 
@@ -192,6 +205,7 @@ class Reader:
             self.fail(key, "'vendor_id' must be an integer such as 0x1002")
         if threads is not None and (not _is_int(threads) or threads < 1):
             self.fail(key, "'intra_op_threads' must be a positive integer")
+        self.threading(raw, key)
         return Profile(
             name=name,
             library=library,
@@ -201,10 +215,26 @@ class Reader:
             vendor_id=vendor,
             intra_op_threads=threads,
             session_config=self.strings(raw, "session_config", key),
+            device_index=raw.get("device_index"),
+            thread_pools=raw.get("thread_pools", "session"),
+            execution_mode=raw.get("execution_mode", "sequential"),
+            inter_op_threads=raw.get("inter_op_threads"),
         )
 
+    def threading(self, raw: Mapping[str, Any], key: str) -> None:
+        """Checks the device and threading keys of a profile."""
+        index, inter = raw.get("device_index"), raw.get("inter_op_threads")
+        if index is not None and (not _is_int(index) or index < 0):
+            self.fail(key, "'device_index' must be a device id, an integer >= 0")
+        if inter is not None and (not _is_int(inter) or inter < 1):
+            self.fail(key, "'inter_op_threads' must be a positive integer")
+        for name, allowed in (("thread_pools", THREAD_POOLS), ("execution_mode", EXECUTION_MODES)):
+            value = raw.get(name, allowed[0])
+            if value not in allowed:
+                self.fail(key, f"'{name}' must be one of {', '.join(allowed)}, not {value!r}")
+
     def models(self, raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
-        models = raw.get("models", list(BUILTIN_MODELS))
+        models = raw.get("models", list(DEFAULT_MODELS))
         if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
             self.fail(key, "'models' must be a list of model names or .onnx paths")
         if not models:

@@ -66,6 +66,9 @@ def target_toml(target: Target) -> str:
             lines.append(f"vendor_id = {p.vendor_id}")
         if p.intra_op_threads is not None:
             lines.append(f"intra_op_threads = {p.intra_op_threads}")
+        for k, v in p.to_json().items():
+            if k in ("device_index", "thread_pools", "execution_mode", "inter_op_threads"):
+                lines.append(f"{k} = {_str(v) if isinstance(v, str) else v}")
         lines.append(f"options = {_table(p.provider_options)}")
         lines.append(f"session_config = {_table(p.session_config)}")
     if target.aliases:

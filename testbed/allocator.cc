@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "devices.h"
 #include "factory.h"
 #include "status.h"
 #include "stream.h"
@@ -10,8 +11,8 @@
 
 namespace testbed {
 
-BackendAllocator::BackendAllocator(TestbedFactory& factory, Backend* bound, AllocatorOwner owner)
-    : OrtAllocator{}, factory_(factory), bound_(bound), owner_(owner) {
+BackendAllocator::BackendAllocator(TestbedFactory& factory, Backend* bound, AllocatorOwner owner, Placement placement)
+    : OrtAllocator{}, factory_(factory), bound_(bound), owner_(owner), placement_(placement) {
   version = ORT_API_VERSION;
   Alloc = AllocImpl;
   Free = FreeImpl;
@@ -45,6 +46,7 @@ void* ORT_API_CALL BackendAllocator::AllocImpl(OrtAllocator* this_ptr, size_t si
       self->factory_.LogError(error);
       return nullptr;
     }
+    devices::Record(p, self->placement_.device, self->placement_.pool_session);
     const bool misroute = self->owner_.session_backend != nullptr && self->owner_.session_backend != backend;
     const char* session_backend = self->owner_.session_backend ? self->owner_.session_backend->name() : nullptr;
     trace::Alloc(backend->name(), self->owner_.session, session_backend, size, misroute);
@@ -60,6 +62,7 @@ void ORT_API_CALL BackendAllocator::FreeImpl(OrtAllocator* this_ptr, void* p) no
   // Following the slot, this may be the wrong backend: the free is then ignored and the memory
   // leaks, which is what a mis-routed hipFree or DML release does.
   try {
+    devices::Forget(p);  // first: once freed, the address may be handed out again at once
     if (Backend* backend = self->Resolve()) backend->Free(p);
   } catch (...) {
     // nothing can be reported from Free; the block leaks
@@ -84,7 +87,8 @@ void* ORT_API_CALL BackendAllocator::AllocOnStreamImpl(OrtAllocator* this_ptr, s
 }
 
 const OrtMemoryInfo* ORT_API_CALL BackendAllocator::InfoImpl(const OrtAllocator* this_ptr) noexcept {
-  return static_cast<const BackendAllocator*>(this_ptr)->factory_.memory_info();
+  const auto* self = static_cast<const BackendAllocator*>(this_ptr);
+  return self->factory_.memory_info(self->placement_.label);
 }
 
 }  // namespace testbed

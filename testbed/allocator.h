@@ -25,10 +25,19 @@ struct AllocatorOwner {
   Backend* session_backend = nullptr;
 };
 
+// Where an allocator's blocks go (devices.h): the device its Info labels them with, the device
+// whose pool really holds them (they differ only under B16), and the session pool they are
+// registered in (0: the environment's).
+struct Placement {
+  int label = 0;
+  int device = 0;
+  int64_t pool_session = 0;
+};
+
 class BackendAllocator : public OrtAllocator {
  public:
   // `bound` null: follow the slot.
-  BackendAllocator(TestbedFactory& factory, Backend* bound, AllocatorOwner owner);
+  BackendAllocator(TestbedFactory& factory, Backend* bound, AllocatorOwner owner, Placement placement = {});
   ~BackendAllocator();
   BackendAllocator(const BackendAllocator&) = delete;
   BackendAllocator& operator=(const BackendAllocator&) = delete;
@@ -44,6 +53,7 @@ class BackendAllocator : public OrtAllocator {
   TestbedFactory& factory_;
   Backend* const bound_;
   const AllocatorOwner owner_;
+  const Placement placement_;
 };
 
 }  // namespace testbed

@@ -1,6 +1,7 @@
 #include "data_transfer.h"
 
 #include "backends/backend.h"
+#include "devices.h"
 #include "factory.h"
 #include "status.h"
 #include "stream.h"
@@ -100,6 +101,7 @@ OrtStatus* DataTransfer::CopyOne(const OrtValue* src, OrtValue* dst, OrtSyncStre
   RETURN_IF_ERROR(Api().GetTensorData(src, &src_data));
   RETURN_IF_ERROR(Api().GetTensorMutableData(dst, &dst_data));
 
+  RETURN_IF_ERROR(devices::CheckCopy(*backend, src, src_data, src_on_device, dst, dst_data, dst_on_device));
   SessionStream* session_stream = StreamImpl::SessionStreamOf(stream);
   const CopyRoute route = RouteCopy(stream, session_, src_on_device, dst_on_device);
   if (trace::On()) {

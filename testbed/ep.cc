@@ -10,6 +10,7 @@
 #include "allocator.h"
 #include "backends/backend.h"
 #include "bugs.h"
+#include "devices.h"
 #include "factory.h"
 #include "status.h"
 #include "stream.h"
@@ -194,17 +195,18 @@ OrtStatus* ORT_API_CALL TestbedEp::CreateAllocatorImpl(OrtEp* this_ptr, const Or
   RETURN_ERROR_IF(memory_info != nullptr && !IsTestbedMemory(EpApi().MemoryInfo_GetMemoryDevice(memory_info)),
                   "RacefuzzTestbed: CreateAllocator was asked for memory this EP does not provide.");
   const AllocatorOwner owner{self->session_, self->backend_};
+  const Placement placement{self->label_device_, self->device_, self->session_};
   Backend* backend = self->allocator_backend_;
   // The seed's third commit: try the backend's own OrtEp allocator hook first (DirectML has one)...
   if (backend->HasEpAllocatorHook()) {
-    *allocator = new BackendAllocator(self->factory_, backend, owner);
+    *allocator = new BackendAllocator(self->factory_, backend, owner, placement);
     return nullptr;
   }
   // B6: EP_CALL_S treats a null function pointer as success, so for MIGraphX (no hook) this
   // returns OK with *allocator left unset. The fix added an explicit null check.
   if (Enabled(Bug::kNullHookIsSuccess)) return nullptr;
   // ...and fall back to the backend factory's allocator (MIGraphX, HIP). Both resolve per EP.
-  *allocator = new BackendAllocator(self->factory_, backend, owner);
+  *allocator = new BackendAllocator(self->factory_, backend, owner, placement);
   return nullptr;
   TESTBED_API_END
 }
@@ -301,6 +303,7 @@ OrtStatus* TestbedEp::Compute(const std::shared_ptr<const Program>& program, Ort
       break;
   }
 
+  RETURN_IF_ERROR(devices::CheckLaunch(*backend, session_, device_, inputs, outputs));
   RETURN_IF_ERROR(LaunchOnStream(*backend, program, inputs, outputs, context));
   CountLaunch(session_);
   return nullptr;

@@ -31,6 +31,11 @@ class TestbedEp : public OrtEp {
   Backend* backend() const { return backend_; }
   // Live sessions that shared this one's backend when it was created (diagnostics only).
   void set_peers_at_creation(size_t peers) { peers_at_creation_ = peers; }
+  // The device ORT pinned the session to, and the one it really uses (they differ under B16).
+  void set_device(int label, int device) {
+    label_device_ = label;
+    device_ = device;
+  }
 
   // Runs one compiled partition for ORT's kernel context.
   OrtStatus* Compute(const std::shared_ptr<const Program>& program, OrtKernelContext* context);
@@ -67,6 +72,8 @@ class TestbedEp : public OrtEp {
   const int64_t session_;
   std::shared_ptr<SessionStream> stream_;
   size_t peers_at_creation_ = 0;
+  int label_device_ = 0;
+  int device_ = 0;
 };
 
 }  // namespace testbed

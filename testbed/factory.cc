@@ -10,6 +10,7 @@
 #include "backends/backend.h"
 #include "bugs.h"
 #include "data_transfer.h"
+#include "devices.h"
 #include "ep.h"
 #include "status.h"
 #include "stream.h"
@@ -89,7 +90,8 @@ Backend* SessionBackendOnThisThread(int64_t session) {
 
 bool IsTestbedMemory(const OrtMemoryDevice* device) {
   return device != nullptr && EpApi().MemoryDevice_GetDeviceType(device) == OrtMemoryInfoDeviceType_GPU &&
-         EpApi().MemoryDevice_GetVendorId(device) == kVendorId && EpApi().MemoryDevice_GetDeviceId(device) == 0 &&
+         EpApi().MemoryDevice_GetVendorId(device) == kVendorId &&
+         EpApi().MemoryDevice_GetDeviceId(device) < static_cast<uint32_t>(devices::kDeviceCount) &&
          EpApi().MemoryDevice_GetMemoryType(device) == OrtDeviceMemoryType_DEFAULT;
 }
 
@@ -111,8 +113,13 @@ void PinThisLibrary() {
 
 TestbedFactory* TestbedFactory::Create(const OrtLogger* default_logger, OrtStatus** status) {
   auto* factory = new TestbedFactory(default_logger);
-  *status = Api().CreateMemoryInfo_V2("RacefuzzTestbed GPU", OrtMemoryInfoDeviceType_GPU, kVendorId, 0,
-                                      OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &factory->memory_info_);
+  *status = nullptr;
+  for (int device = 0; device < devices::kDeviceCount && *status == nullptr; ++device) {
+    OrtMemoryInfo* info = nullptr;
+    *status = Api().CreateMemoryInfo_V2("RacefuzzTestbed GPU", OrtMemoryInfoDeviceType_GPU, kVendorId, device,
+                                        OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &info);
+    if (info != nullptr) factory->memory_infos_.push_back(info);
+  }
   if (*status != nullptr) {
     factory->Unref();
     return nullptr;
@@ -138,8 +145,8 @@ TestbedFactory::TestbedFactory(const OrtLogger* default_logger)
 }
 
 TestbedFactory::~TestbedFactory() {
-  if (hardware_device_ != nullptr) EpApi().ReleaseHardwareDevice(hardware_device_);
-  if (memory_info_ != nullptr) Api().ReleaseMemoryInfo(memory_info_);
+  for (OrtHardwareDevice* device : hardware_devices_) EpApi().ReleaseHardwareDevice(device);
+  for (OrtMemoryInfo* info : memory_infos_) Api().ReleaseMemoryInfo(info);
 }
 
 void TestbedFactory::Unref() {
@@ -170,38 +177,44 @@ OrtStatus* ORT_API_CALL TestbedFactory::GetSupportedDevicesImpl(OrtEpFactory* th
   auto* self = static_cast<TestbedFactory*>(this_ptr);
   *num_ep_devices = 0;
   TESTBED_API_BEGIN
-  if (max_ep_devices == 0) return nullptr;
   std::lock_guard<std::mutex> lock(self->device_mutex_);
-  // A virtual GPU of our own, so the EP runs on machines without one; created once.
-  if (self->hardware_device_ == nullptr) {
-    RETURN_IF_ERROR(EpApi().CreateHardwareDevice(OrtHardwareDeviceType_GPU, kVendorId, 0, "racefuzz", nullptr,
-                                                 &self->hardware_device_));
+  // Virtual GPUs of our own, so the EP runs on machines without one; created once.
+  while (self->hardware_devices_.size() < static_cast<size_t>(devices::kDeviceCount)) {
+    OrtHardwareDevice* device = nullptr;
+    RETURN_IF_ERROR(EpApi().CreateHardwareDevice(OrtHardwareDeviceType_GPU, kVendorId,
+                                                 static_cast<uint32_t>(self->hardware_devices_.size()), "racefuzz",
+                                                 nullptr, &device));
+    self->hardware_devices_.push_back(device);
   }
-  OrtEpDevice* ep_device = nullptr;
-  RETURN_IF_ERROR(EpApi().CreateEpDevice(self, self->hardware_device_, nullptr, nullptr, &ep_device));
-  OrtStatus* status = EpApi().EpDevice_AddAllocatorInfo(ep_device, self->memory_info_);
-  if (status != nullptr) {
-    EpApi().ReleaseEpDevice(ep_device);
-    return status;
+  for (size_t k = 0; k < self->hardware_devices_.size() && k < max_ep_devices; ++k) {
+    OrtEpDevice* ep_device = nullptr;
+    RETURN_IF_ERROR(EpApi().CreateEpDevice(self, self->hardware_devices_[k], nullptr, nullptr, &ep_device));
+    OrtStatus* status = EpApi().EpDevice_AddAllocatorInfo(ep_device, self->memory_infos_[k]);
+    if (status != nullptr) {
+      EpApi().ReleaseEpDevice(ep_device);
+      return status;
+    }
+    ep_devices[k] = ep_device;
+    *num_ep_devices = k + 1;
   }
-  ep_devices[0] = ep_device;
-  *num_ep_devices = 1;
   return nullptr;
   TESTBED_API_END
 }
 
 OrtStatus* ORT_API_CALL TestbedFactory::CreateEpImpl(OrtEpFactory* this_ptr,
-                                                     const OrtHardwareDevice* const* /*devices*/,
+                                                     const OrtHardwareDevice* const* devices,
                                                      const OrtKeyValuePairs* const* /*ep_metadata*/,
-                                                     size_t /*num_devices*/, const OrtSessionOptions* session_options,
+                                                     size_t num_devices, const OrtSessionOptions* session_options,
                                                      const OrtLogger* /*logger*/, OrtEp** ep) noexcept {
   *ep = nullptr;
   TESTBED_API_BEGIN
-  return static_cast<TestbedFactory*>(this_ptr)->NewEp(session_options, ep);
+  // A session given several of our devices runs on the first, as ORT's own GPU EPs do.
+  const int device = num_devices > 0 ? static_cast<int>(Api().HardwareDevice_DeviceId(devices[0])) : 0;
+  return static_cast<TestbedFactory*>(this_ptr)->NewEp(session_options, device, ep);
   TESTBED_API_END
 }
 
-OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, OrtEp** ep) {
+OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, int device, OrtEp** ep) {
   // Provider options reach us as session config entries named ep.<lower-cased ep name>.<key>.
   constexpr const char* kKey = "ep.racefuzztestbed.profile";
   int has_profile = 0;
@@ -231,6 +244,7 @@ OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, OrtEp
   t_binding = SessionBinding{generation_, session, backend, allocator_backend};
   if (Enabled(Bug::kThreadLocalSlot)) t_session_backends[session] = backend;
   auto* created = new TestbedEp(*this, backend, allocator_backend, session);
+  created->set_device(device, devices::Resolve(device));
   created->set_peers_at_creation(Track(created));
   *ep = created;
   return nullptr;
@@ -272,7 +286,11 @@ OrtStatus* ORT_API_CALL TestbedFactory::CreateAllocatorImpl(OrtEpFactory* this_p
   if (const SessionBinding* binding = BindingOnThisThread(self->generation_)) {
     owner = AllocatorOwner{binding->session, binding->backend};
   }
-  *allocator = new BackendAllocator(*self, /*bound: follow the slot*/ nullptr, owner);
+  // The device asked for: its blocks go to that device's pool, labelled with it.
+  const int device = memory_info == nullptr ? 0
+                                            : static_cast<int>(EpApi().MemoryDevice_GetDeviceId(
+                                                  EpApi().MemoryInfo_GetMemoryDevice(memory_info)));
+  *allocator = new BackendAllocator(*self, /*bound: follow the slot*/ nullptr, owner, Placement{device, device, 0});
   return nullptr;
   TESTBED_API_END
 }

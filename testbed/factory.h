@@ -59,8 +59,8 @@ Backend* SessionBackendOnThisThread(int64_t session);
 
 inline constexpr uint32_t kVendorId = 0x1002;  // AMD, as in the seed
 
-// True for the EP's memory device: GPU, AMD, device 0, DEFAULT memory. This is all that either
-// backend's CanCopy can check: both backends share it.
+// True for the EP's memory devices: GPU, AMD, one of devices::kDeviceCount ids, DEFAULT memory.
+// This is all that either backend's CanCopy can check: both backends share each of them.
 bool IsTestbedMemory(const OrtMemoryDevice* device);
 
 // Keeps the library mapped for the rest of the process (device values and sessions may outlive
@@ -75,7 +75,8 @@ class TestbedFactory : public OrtEpFactory {
   void Ref() { refs_.fetch_add(1); }
   void Unref();
 
-  const OrtMemoryInfo* memory_info() const { return memory_info_; }
+  // The memory info of device `device` (0 .. devices::kDeviceCount - 1).
+  const OrtMemoryInfo* memory_info(int device = 0) const { return memory_infos_[device]; }
   uint64_t generation() const { return generation_; }
   void LogError(const std::string& message) const;
 
@@ -108,7 +109,7 @@ class TestbedFactory : public OrtEpFactory {
                                                                const OrtKeyValuePairs* stream_options,
                                                                OrtSyncStreamImpl** stream) noexcept;
 
-  OrtStatus* NewEp(const OrtSessionOptions* session_options, OrtEp** ep);
+  OrtStatus* NewEp(const OrtSessionOptions* session_options, int device, OrtEp** ep);
   // The live sessions, for diagnostics: Track returns how many already share `ep`'s backend.
   size_t Track(const TestbedEp* ep);
   void Forget(const TestbedEp* ep);
@@ -116,9 +117,9 @@ class TestbedFactory : public OrtEpFactory {
   const OrtLogger* logger_;
   const uint64_t generation_;
   std::atomic<int> refs_{1};
-  OrtMemoryInfo* memory_info_ = nullptr;
+  std::vector<OrtMemoryInfo*> memory_infos_;  // one per device
   std::mutex device_mutex_;
-  OrtHardwareDevice* hardware_device_ = nullptr;  // created once, in GetSupportedDevices
+  std::vector<OrtHardwareDevice*> hardware_devices_;  // created once, in GetSupportedDevices
   std::mutex sessions_mutex_;
   std::vector<const TestbedEp*> sessions_;  // every OrtEp handed to ORT and not yet released
 };

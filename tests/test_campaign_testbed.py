@@ -25,7 +25,7 @@ SYMPTOMS: dict[str, Callable[[Finding], bool]] = {
     "B3": lambda f: f.kind == "error" and f.op == "run",
     "B4": lambda f: f.kind == "error" and f.op == "run",
     "B5": lambda f: f.kind == "zeroed" and f.op == "run",
-    "B6": lambda f: f.kind == "error" and f.op == "run" and f.profiles == ("mgx",),
+    "B6": lambda f: f.kind == "error" and f.op == "run" and f.profiles in (("mgx",), ("mgx1",)),
     "B7": lambda f: f.kind in ("zeroed", "mismatch") and f.op == "run",
     "B8": lambda f: f.kind in ("error", "zeroed", "mismatch") and f.op == "run",
 }

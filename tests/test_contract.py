@@ -66,14 +66,15 @@ SPACE = Space(profiles=("dml", "mgx"), models=("mlp",), max_steps=16, max_thread
 
 @pytest.mark.parametrize("strategy", ["random", "pct", "swarm", "portfolio"])
 def test_default_generation_never_breaks_the_contract(strategy: str) -> None:
-    gen = strategies.make(strategy, SPACE, 3)
     unregisters = 0
-    for _ in range(400):
-        s = gen.next_schedule()
-        assert s is not None
-        assert not contract.breaches(s, SPACE.library_for), s
-        unregisters += any(step.op is Op.UNREGISTER for step in s.steps)
-    assert unregisters > 10  # the lifecycle is still exercised, legally
+    for seed in (3, 4):  # two seeds: one seed's count swings with every op the table gains
+        gen = strategies.make(strategy, SPACE, seed)
+        for _ in range(400):
+            s = gen.next_schedule()
+            assert s is not None
+            assert not contract.breaches(s, SPACE.library_for), s
+            unregisters += any(step.op is Op.UNREGISTER for step in s.steps)
+    assert unregisters > 20  # the lifecycle is still exercised, legally
 
 
 def test_allow_misuse_generates_breaches() -> None:

@@ -175,7 +175,7 @@ def test_a_missing_user_model_is_an_error() -> None:
 
 def test_an_unknown_model_name_lists_the_builtins() -> None:
     expected = (
-        r"^unknown model 'resnet' \(built-in models: tiny, mlp, wide, conv, eltwise; "
+        r"^unknown model 'resnet' \(built-in models: tiny, mlp, wide, conv, eltwise, tail; "
         r"or give a path to an \.onnx file\)$"
     )
     with pytest.raises(RacefuzzError, match=expected):

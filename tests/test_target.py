@@ -14,7 +14,7 @@ import pytest
 
 from racefuzz import builtin_targets
 from racefuzz.errors import RacefuzzError
-from racefuzz.models import BUILTIN as BUILTIN_MODELS
+from racefuzz.models import DEFAULT_MODELS
 from racefuzz.schedule import Op, Schedule, Step, problems
 from racefuzz.target import BUILTIN_TARGETS, Target, describe, load_target
 
@@ -54,7 +54,7 @@ def test_the_cpu_target_maps_the_seed_profiles_onto_its_two_thread_settings() ->
     assert target.profile("dml").name == "cpu"
     assert target.profile("mgx").intra_op_threads == 1
     assert target.library_of("mgx") is None
-    assert target.models == BUILTIN_MODELS
+    assert target.models == DEFAULT_MODELS
     assert target.applies(seed_schedule())
     assert problems(seed_schedule(), target.library_of) == []
 
@@ -98,7 +98,7 @@ def test_a_plain_testbed_sets_an_empty_bug_list_and_has_the_seed_profiles() -> N
             {"profile": name},
         )
         assert (p.device_type, p.vendor_id) == ("gpu", 0x1002)
-    assert target.models == ("tiny", "mlp", "wide")
+    assert target.models == ("tiny", "mlp", "wide", "tail")
     assert target.applies(seed_schedule(library="testbed"))
 
 
@@ -108,12 +108,12 @@ def test_a_plain_testbed_sets_an_empty_bug_list_and_has_the_seed_profiles() -> N
         (
             "testbed:B13",
             "unknown testbed bug 'B13' in 'testbed:B13' "
-            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12)",
+            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B15, B16)",
         ),
         (
             "testbed:",
             "unknown testbed bug '' in 'testbed:' "
-            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12)",
+            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B15, B16)",
         ),
         ("cpu:B1", "target 'cpu' takes no ':' arguments (got 'cpu:B1')"),
     ],
@@ -317,7 +317,8 @@ BAD = [
     (
         _profile('ep = "E"\nbackend = "dml"'),
         "racefuzz.toml: targets.t.profiles.p: unknown key 'backend' (known: library, ep, "
-        "device, vendor_id, options, intra_op_threads, session_config)",
+        "device, vendor_id, options, intra_op_threads, session_config, device_index, "
+        "thread_pools, execution_mode, inter_op_threads)",
     ),
     (
         '[targets.t]\nlibrary = "x"',

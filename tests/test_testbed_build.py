@@ -138,16 +138,15 @@ def test_the_cache_key_follows_the_sources(tmp_path: Path, monkeypatch: pytest.M
 def test_bug_env_names_the_switches_in_order() -> None:
     assert testbed.bug_env(["b3", "B1", "B3"]) == {"RACEFUZZ_TESTBED_BUGS": "B1,B3"}
     assert testbed.bug_env([]) == {"RACEFUZZ_TESTBED_BUGS": ""}
-    assert tuple(f"B{i}" for i in range(1, 13)) == testbed.BUGS
+    assert (*(f"B{i}" for i in range(1, 13)), "B15", "B16") == testbed.BUGS
 
 
 def test_bug_env_rejects_an_unknown_switch() -> None:
     with pytest.raises(
         RacefuzzError,
-        match=r"^unknown testbed bug 'B13' "
-        r"\(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12\)$",
+        match=r"^unknown testbed bug 'B99' \(known: B1, B2, B3, .*, B9, B10, .*B16\)$",
     ):
-        testbed.bug_env(["B13"])
+        testbed.bug_env(["B99"])
 
 
 def test_a_silent_build_step_still_reports_that_it_is_alive(

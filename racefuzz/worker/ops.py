@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from racefuzz.worker import handoff
+
 ATOL = 1e-4
 RTOL = 1e-4
 COPY_SHAPE = (4, 64)
@@ -49,6 +51,10 @@ class Profile:
     vendor_id: int | None = None
     intra_op_threads: int | None = None
     session_config: Mapping[str, str] = field(default_factory=dict)
+    device_index: int | None = None  # the EP device's hardware device_id; None: any
+    thread_pools: str = "session"  # or "global": the process's pools (handoff.thread_options)
+    execution_mode: str = "sequential"  # or "parallel"
+    inter_op_threads: int | None = None
 
     @staticmethod
     def from_json(name: str, d: Mapping[str, Any]) -> Profile:
@@ -61,6 +67,10 @@ class Profile:
             vendor_id=d.get("vendor_id"),
             intra_op_threads=d.get("intra_op_threads"),
             session_config=dict(d.get("session_config", {})),
+            device_index=d.get("device_index"),
+            thread_pools=d.get("thread_pools", "session"),
+            execution_mode=d.get("execution_mode", "sequential"),
+            inter_op_threads=d.get("inter_op_threads"),
         )
 
 
@@ -126,7 +136,7 @@ def is_own_bug(e: BaseException) -> bool:
     tb = e.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename == __file__
+    return tb is not None and tb.tb_frame.f_code.co_filename in (__file__, handoff.__file__)
 
 
 Handler = Callable[["Runtime", int, Mapping[str, Any]], Outcome]
@@ -145,7 +155,7 @@ def makes(field: str) -> Callable[[Handler], Handler]:
     return mark
 
 
-class Runtime:
+class Runtime(handoff.HandoffOps):
     def __init__(
         self,
         libraries: Mapping[str, str],
@@ -176,6 +186,8 @@ class Runtime:
             if profile.device_type and hw.type.name.lower() != profile.device_type.lower():
                 continue
             if profile.vendor_id is not None and hw.vendor_id != profile.vendor_id:
+                continue
+            if profile.device_index is not None and hw.device_id != profile.device_index:
                 continue
             found.append(d)
         if not found:
@@ -208,6 +220,7 @@ class Runtime:
             if ref is None:
                 so = ort.SessionOptions()
                 so.intra_op_num_threads = 1
+                handoff.follow_global_pools(so)
                 ref = ort.InferenceSession(
                     self.models[model], sess_options=so, providers=["CPUExecutionProvider"]
                 )
@@ -276,8 +289,7 @@ class Runtime:
     def op_create(self, index: int, step: Mapping[str, Any]) -> Outcome:
         profile = self.profiles[step["profile"]]
         so = ort.SessionOptions()
-        if profile.intra_op_threads is not None:
-            so.intra_op_num_threads = profile.intra_op_threads
+        handoff.thread_options(so, profile)
         for k, v in profile.session_config.items():
             so.add_session_config_entry(k, v)
         if self.record_placement:
@@ -333,11 +345,14 @@ class Runtime:
         s.session.run_with_iobinding(binding)
         if mode.endswith("sync"):
             binding.synchronize_outputs()
-        for k, v in enumerate(binding.get_outputs()):
+        values = binding.get_outputs()
+        for k, v in enumerate(values):
             if (v.device_name().lower() == "cpu") != host_out:
                 where = f"output {k}: in {v.device_name()} memory, bound to the other side"
                 return {"ok": True, "check": "mismatch", "detail": where}
         check, detail = compare(binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol)
+        if check == "ok":  # and the device outputs stayed on the profile's device
+            check, detail = handoff.where_check(values, handoff.device_of(self, s.profile))
         return {"ok": True, "check": check, "detail": detail}
 
     def _ort_device(self, profile: Profile, mem: Any) -> Any:
@@ -383,7 +398,9 @@ class Runtime:
         v = self._upload(self.profiles[step["profile"]], index)
         with self._lock:
             self.values[step["value"]] = v
-        return {"ok": True}
+        where = None if v.host_only else handoff.device_of(self, v.profile)
+        check, detail = handoff.where_check([v.value], where)
+        return {"ok": True} if check == "ok" else {"ok": True, "check": check, "detail": detail}
 
     def op_read(self, index: int, step: Mapping[str, Any]) -> Outcome:
         return self._download(self.values[step["value"]])

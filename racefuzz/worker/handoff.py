@@ -1,0 +1,162 @@
+"""Ops and checks between sessions and devices: where a device value lives, one session's device
+output fed to another session (`feed`), and the session options that change ORT's threads.
+
+Part of the worker's ops (`Runtime` mixes `HandoffOps` in); like `ops.py` it imports only the
+stdlib, numpy and onnxruntime, and `repro.py` embeds it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import onnxruntime as ort
+
+if TYPE_CHECKING:
+    from racefuzz.worker.ops import Outcome, Profile, _Session
+
+# DLPack's DLDevice and the head of DLTensor: all `dl_device` reads of a capsule.
+_DLPACK_NAME = b"dltensor"
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLTensorHead(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice)]
+
+
+def dl_device(value: Any) -> tuple[int, int]:
+    """(DLPack device type, device id) of an OrtValue: Python has no OrtValue.memory_info(), and
+    DLPack carries the id ORT labelled the value with (every GPU is kDLCUDA, 2; host is 1)."""
+    capsule = value._get_c_value().to_dlpack()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    head = _DLTensorHead.from_address(get(capsule, _DLPACK_NAME))
+    return int(head.device.device_type), int(head.device.device_id)
+
+
+def where_check(values: Sequence[Any], device_id: int | None) -> tuple[str, str]:
+    """("ok", "") when every device value is labelled with `device_id` (None: nothing to check),
+    else ("misplaced", detail): the EP put an output or allocation on another device."""
+    if device_id is None:
+        return "ok", ""
+    for k, v in enumerate(values):
+        kind, got = dl_device(v)
+        if kind != 1 and got != device_id:
+            return "misplaced", f"value {k}: on device {got}, asked for device {device_id}"
+    return "ok", ""
+
+
+_global_pools = threading.Lock()
+_global_pools_set: list[tuple[int, int]] = []  # the sizes this process set, once
+
+
+def thread_options(so: Any, profile: Profile) -> None:
+    """Applies a profile's threading choices to SessionOptions. Global pools are process-wide:
+    the first profile that asks sets their sizes for the whole worker."""
+    if profile.thread_pools == "global":
+        with _global_pools:
+            if not _global_pools_set:
+                sizes = (profile.intra_op_threads or 0, profile.inter_op_threads or 0)
+                ort.set_global_thread_pool_sizes(*sizes)
+                _global_pools_set.append(sizes)
+    if follow_global_pools(so):
+        pass  # ORT refuses a session's own pools once the process has global ones
+    elif profile.intra_op_threads is not None:
+        so.intra_op_num_threads = profile.intra_op_threads
+    if profile.execution_mode == "parallel":
+        so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+    if profile.inter_op_threads is not None and not _global_pools_set:
+        so.inter_op_num_threads = profile.inter_op_threads
+
+
+def follow_global_pools(so: Any) -> bool:
+    """Once this process has global pools, every session (the CPU references too) must use
+    them: ORT fails any other with "use_per_session_threads must be false"."""
+    if _global_pools_set:
+        so.use_per_session_threads = False
+    return bool(_global_pools_set)
+
+
+class _Host(Protocol):
+    """What the handlers here use of `Runtime`."""
+
+    sessions: dict[str, _Session]
+    rtol: float
+    atol: float
+
+    def _devices(self, profile: Profile) -> list[Any]: ...
+    def _memory_info(self, profile: Profile) -> Any: ...
+    def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]: ...
+    def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]: ...
+
+
+def device_of(host: _Host, profile: Profile) -> int | None:
+    """The device id a profile's device values must carry; None for host memory."""
+    mem = host._memory_info(profile)
+    return None if mem is None else int(mem.device_id)
+
+
+def _same_backend(a: Profile, b: Profile) -> bool:
+    # One EP configuration on one or two devices. Two configurations that share an OrtDevice
+    # label but not its memory (the testbed's dml and mgx: residual R2) are not chained.
+    return (a.library, a.ep_name, dict(a.options)) == (b.library, b.ep_name, dict(b.options))
+
+
+class HandoffOps:
+    def op_feed(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+        a, b = self.sessions[step["session"]], self.sessions[step["peer"]]
+        feeds = self._feeds(index, a.session)
+        first = self._reference(a.model, feeds)
+        # Each input of b takes a's output of the same shape; b must take at least one.
+        shapes = {tuple(y.shape): k for k, y in enumerate(first)}
+        chain: dict[str, int] = {}
+        for inp in b.session.get_inputs():
+            dims = inp.shape
+            for shape, k in shapes.items():
+                fits = len(dims) == len(shape) and all(
+                    not isinstance(d, int) or d == s for d, s in zip(dims, shape, strict=True)
+                )
+                if fits and "float" in inp.type:
+                    chain[inp.name] = k
+        if not chain or not _same_backend(a.profile, b.profile):
+            why = "is another EP configuration" if chain else "takes no output of it"
+            return {"ok": True, "check": None, "detail": f"skipped: {step['peer']} {why}"}
+        mem = self._memory_info(a.profile)
+        io = a.session.io_binding()
+        for name, array in feeds.items():
+            io.bind_cpu_input(name, array)
+        for out in a.session.get_outputs():
+            if mem is None:
+                io.bind_output(out.name)
+            else:
+                kind = self._devices(a.profile)[0].device.type.name.lower()
+                vendor = self._devices(a.profile)[0].device.vendor_id
+                device = ort.OrtDevice.make(kind, int(mem.device_id), vendor)
+                io._iobinding.bind_output(out.name, device._get_c_device())
+        a.session.run_with_iobinding(io)
+        handed = io.get_outputs()
+        check, detail = where_check(handed, device_of(self, a.profile))
+        if check != "ok":
+            return {"ok": True, "check": check, "detail": detail}
+        second = b.session.io_binding()
+        rest = self._feeds(index + 1, b.session)
+        for inp in b.session.get_inputs():
+            if inp.name in chain:
+                second.bind_ortvalue_input(inp.name, handed[chain[inp.name]])
+                rest[inp.name] = first[chain[inp.name]]
+            else:
+                second.bind_cpu_input(inp.name, rest[inp.name])
+        for out in b.session.get_outputs():
+            second.bind_output(out.name)  # host: read through b's own data transfer
+        b.session.run_with_iobinding(second)
+        outputs = second.copy_outputs_to_cpu()
+        from racefuzz.worker.ops import compare  # ops imports this module first
+
+        check, detail = compare(outputs, self._reference(b.model, rest), self.rtol, self.atol)
+        return {"ok": True, "check": check, "detail": detail}

@@ -1,0 +1,95 @@
+#include "devices.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "backends/backend.h"
+#include "bugs.h"
+#include "status.h"
+
+namespace testbed {
+namespace devices {
+namespace {
+
+std::mutex g_mutex;
+std::unordered_map<uintptr_t, Home> g_homes;
+std::atomic<int> g_latched{-1};
+
+bool IsMgx(const Backend& backend) { return std::strcmp(backend.name(), "mgx") == 0; }
+
+// A pointer of another device: what hipMemcpy/hipLaunch say, or DML for a handle its own
+// device's table does not hold.
+OrtStatus* WrongDevice(const Backend& backend) {
+  return Error(IsMgx(backend) ? "HIP failure 101: invalid device ordinal"
+                              : "DML failure: 0x80070057 invalid allocation handle");
+}
+
+OrtStatus* ForeignPool(const Backend& backend) {
+  return Error(IsMgx(backend) ? "HIP failure 1: invalid argument" : "DML failure: 0x80070057 invalid allocation handle");
+}
+
+int LabelOf(const OrtValue* value) {
+  return static_cast<int>(EpApi().MemoryDevice_GetDeviceId(EpApi().Value_GetMemoryDevice(value)));
+}
+
+bool Misplaced(const void* p, int device) {
+  const Home home = Of(p);
+  return home.device >= 0 && home.device != device;
+}
+
+}  // namespace
+
+int Resolve(int requested) {
+  if (!Enabled(Bug::kFirstDeviceLatched)) return requested;
+  // B16, after the comment on onnxruntime#32561 (sessions pinned to different devices all ran on
+  // the first): the first CreateEp's device is kept process-wide, as a hipSetDevice done once.
+  int expected = -1;
+  g_latched.compare_exchange_strong(expected, requested);
+  return g_latched.load();
+}
+
+void Record(const void* p, int device, int64_t session) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_homes[reinterpret_cast<uintptr_t>(p)] = Home{device, session};
+}
+
+void Forget(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_homes.erase(reinterpret_cast<uintptr_t>(p));
+}
+
+Home Of(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_homes.find(reinterpret_cast<uintptr_t>(p));
+  return it == g_homes.end() ? Home{} : it->second;
+}
+
+OrtStatus* CheckCopy(const Backend& backend, const OrtValue* src, const void* src_data, bool src_on_device,
+                     const OrtValue* dst, const void* dst_data, bool dst_on_device) {
+  if (src_on_device && Misplaced(src_data, LabelOf(src))) return WrongDevice(backend);
+  if (dst_on_device && Misplaced(dst_data, LabelOf(dst))) return WrongDevice(backend);
+  return nullptr;
+}
+
+OrtStatus* CheckLaunch(const Backend& backend, int64_t session, int device, const std::vector<DeviceTensor>& inputs,
+                       const std::vector<DeviceTensor>& outputs) {
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const DeviceTensor& t : *list) {
+      if (Misplaced(t.data, device)) return WrongDevice(backend);
+    }
+  }
+  if (!Enabled(Bug::kPerSessionPool)) return nullptr;
+  // B15, after ROCm hip-ep#805 (a GPU tensor passed between two EP sessions gave "invalid
+  // argument"): a session's allocator registers its blocks in that session's pool only, and a
+  // launch accepts its own pool and the environment's.
+  for (const DeviceTensor& t : inputs) {
+    const Home home = Of(t.data);
+    if (home.session != 0 && home.session != session) return ForeignPool(backend);
+  }
+  return nullptr;
+}
+
+}  // namespace devices
+}  // namespace testbed

@@ -1,0 +1,50 @@
+// Several virtual GPUs behind one factory, and which device's pool each block lives in.
+//
+// The factory reports kDeviceCount GPUs (device_id 0, 1, ...). Each backend's blocks are kept in
+// one pool per device: the registry below records, for every block an allocator hands out, the
+// device whose pool holds it and the session whose OrtEp allocator made it (0 for the
+// environment's allocators). ORT labels a tensor with a device id from the allocator's Info; a
+// copy or launch whose pointer lives in another device's pool fails as hipMemcpy does with a
+// pointer of another device (hipErrorInvalidDevice), or, for dml, as an unknown handle.
+//
+// Kept apart from the copy and launch paths so that those only call the two checks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "onnxruntime_c_api.h"
+
+namespace testbed {
+
+class Backend;
+struct DeviceTensor;
+
+namespace devices {
+
+inline constexpr int kDeviceCount = 2;
+
+// The device a session asked for by its OrtHardwareDevice really computes and allocates on. Fixed:
+// the one asked for. B16 latches the first CreateEp's device for the whole process.
+int Resolve(int requested);
+
+// Which pool a block is in. `session` 0: an environment (factory) allocator's block.
+struct Home {
+  int device = -1;  // -1: not an allocator's block (never recorded, or already freed)
+  int64_t session = 0;
+};
+void Record(const void* p, int device, int64_t session);
+void Forget(const void* p);
+Home Of(const void* p);
+
+// A copy: each device operand must live in the pool of the device its OrtValue is labelled with.
+OrtStatus* CheckCopy(const Backend& backend, const OrtValue* src, const void* src_data, bool src_on_device,
+                     const OrtValue* dst, const void* dst_data, bool dst_on_device);
+
+// A launch of `session` on `device`: every operand must live in that device's pool; under B15,
+// inputs must also be the session's own or the environment's.
+OrtStatus* CheckLaunch(const Backend& backend, int64_t session, int device, const std::vector<DeviceTensor>& inputs,
+                       const std::vector<DeviceTensor>& outputs);
+
+}  // namespace devices
+}  // namespace testbed
