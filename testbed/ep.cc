@@ -320,7 +320,12 @@ OrtStatus* TestbedEp::LaunchOnStream(Backend& backend, const std::shared_ptr<con
     // queued on the kernel's stream (the feed uploads, the outputs' fills). Without a stream of
     // ours, after everything the session queued.
     if (queue != nullptr) {
-      queue->Drain();
+      // B13, after the run_async/terminate family (onnxruntime#17149): the EP skips the drain on
+      // a stream another run still holds, counting on that run's end to drain it. A terminated
+      // run never reaches OnSessionRunEnd, so its stream comes back marked and this run computes
+      // before its own feed upload (and the outputs' zero fill) lands.
+      const bool held = Enabled(Bug::kTerminatedStreamBusy) && StreamImpl::BusyWithOtherRun(ort_stream, CurrentRun());
+      if (!held) queue->Drain();
     } else {
       stream_->Sync();
     }
