@@ -28,9 +28,10 @@ enum class Bug : int {
   // Several sessions and devices (B14 is kept for env allocators).
   kPerSessionPool = 15,      // B15: a session's blocks are valid only in that session's launches
   kFirstDeviceLatched = 16,  // B16: the first CreateEp's device is used by every later session
+  kPerThreadStream = 17,     // B17: a launch goes to the calling thread's stream, not the kernel's
 };
 
-inline constexpr int kBugCount = 16;
+inline constexpr int kBugCount = 17;
 
 bool Enabled(Bug bug);
 

@@ -15,11 +15,6 @@ thread_local std::unordered_map<int64_t, int> t_runs;
 thread_local uint64_t t_run = 0;
 std::atomic<uint64_t> g_runs{0};
 
-bool InRunOnThisThread(int64_t session) {
-  auto it = t_runs.find(session);
-  return it != t_runs.end() && it->second > 0;
-}
-
 // B11's separate copy engine: a device queue of its own, never a stream anyone waits on.
 WorkQueue* CopyEngineQueue() {
   static auto* engine = new std::shared_ptr<WorkQueue>(NewDeviceQueue());  // lives for the process
@@ -55,6 +50,11 @@ void EnterRun(int64_t session) {
 }
 
 uint64_t CurrentRun() { return t_run; }
+
+bool InRunOnThisThread(int64_t session) {
+  auto it = t_runs.find(session);
+  return it != t_runs.end() && it->second > 0;
+}
 
 void LeaveRun(int64_t session) {
   auto it = t_runs.find(session);

@@ -32,5 +32,7 @@ void LeaveRun(int64_t session);
 // A process-wide serial of the calling thread's latest OnRunStart (0: none yet), which B13's
 // stream mark records.
 uint64_t CurrentRun();
+// Whether the calling thread is inside a run of `session` (between OnRunStart and OnRunEnd).
+bool InRunOnThisThread(int64_t session);
 
 }  // namespace testbed
