@@ -252,7 +252,8 @@ SPECS: Mapping[Op, OpSpec] = {
             weight=0.6,
         ),
         # Completes on an ORT intra-op pool thread; a profile whose pool has no thread for it
-        # (intra_op_threads=1) gets a skipped step, not a finding (racefuzz/worker/runs.py).
+        # (intra_op_threads=1) gets a skipped step, not a finding (racefuzz/worker/runs.py). Not
+        # in doctor's table: `run` already says whether the profile computes.
         OpSpec(
             Op.RUN_ASYNC,
             "session.run_async, waited for, checked against the CPU reference",
@@ -260,7 +261,6 @@ SPECS: Mapping[Op, OpSpec] = {
             _USES,
             ("session",),
             weight=1.0,
-            doctor=True,
         ),
         # Sets RunOptions.terminate on the session's runs in flight, or arms its next run; a run
         # so stopped is no finding, but what the session computes afterwards is checked.
