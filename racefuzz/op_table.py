@@ -55,6 +55,8 @@ class Op(StrEnum):
     FREE = "free"
     RELEASE = "release"
     FEED = "feed"
+    RUN_ASYNC = "run_async"
+    TERMINATE = "terminate"
 
 
 class Subject(StrEnum):
@@ -107,6 +109,9 @@ class OpSpec:
     # `racefuzz doctor` runs it on each profile and model, after `create s1`: it may name s1
     # or the profile, nothing else.
     doctor: bool = False
+    # Random overlap groups sometimes put it beside a step of one of these ops on the same
+    # subject (a `terminate` beside the run it is to stop).
+    beside: frozenset[Op] = frozenset()
     fields: frozenset[str] = field(init=False)  # every name field it takes (mode, peer too)
     required: frozenset[str] = field(init=False)
 
@@ -246,6 +251,28 @@ SPECS: Mapping[Op, OpSpec] = {
             needs_registration=True,
             weight=0.6,
         ),
+        # Completes on an ORT intra-op pool thread; a profile whose pool has no thread for it
+        # (intra_op_threads=1) gets a skipped step, not a finding (racefuzz/worker/runs.py). Not
+        # in doctor's table: `run` already says whether the profile computes.
+        OpSpec(
+            Op.RUN_ASYNC,
+            "session.run_async, waited for, checked against the CPU reference",
+            _SES,
+            _USES,
+            ("session",),
+            weight=1.0,
+        ),
+        # Sets RunOptions.terminate on the session's runs in flight, or arms its next run; a run
+        # so stopped is no finding, but what the session computes afterwards is checked.
+        OpSpec(
+            Op.TERMINATE,
+            "RunOptions.terminate on the session's runs in flight (none: on its next run)",
+            _SES,
+            _USES,
+            ("session",),
+            weight=0.5,
+            beside=frozenset({Op.RUN, Op.RUN_ASYNC}),
+        ),
     )
 }
 
@@ -281,6 +308,8 @@ def check_table(specs: Mapping[Op, OpSpec]) -> list[str]:
             out.append(f"'{op}' requires a mode but lists none")
         if s.doctor and (s.peer or s.subject in (Subject.VALUE, Subject.LIBRARY)):
             out.append(f"'{op}': doctor runs ops on a session or a profile only")
+        if any(specs[b].subject is not s.subject for b in s.beside if b in specs):
+            out.append(f"'{op}' is put beside an op of another subject")
         if s.weight <= 0:
             out.append(f"'{op}' has weight {s.weight}: it would never be generated")
         out += [

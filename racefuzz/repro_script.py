@@ -27,7 +27,7 @@ from racefuzz.repro_parts import literal, normalise_source, text_timeline, usage
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
-from racefuzz.worker import INTERNAL_EXIT, handoff, lifeline, native_trace, ops, sequencer
+from racefuzz.worker import INTERNAL_EXIT, handoff, lifeline, native_trace, ops, runs, sequencer
 from racefuzz.worker import main as worker_main
 
 DEFAULT_TIMES = 20
@@ -82,6 +82,7 @@ def child(job):
         sys.modules.setdefault(package, types.ModuleType(package))
     sys.modules["racefuzz.worker"].INTERNAL_EXIT = INTERNAL_EXIT
     load_module("racefuzz.worker.handoff", HANDOFF_SOURCE)
+    load_module("racefuzz.worker.runs", RUNS_SOURCE)
     load_module("racefuzz.worker.ops", OPS_SOURCE)
     load_module("racefuzz.worker.sequencer", SEQUENCER_SOURCE)
     load_module("racefuzz.worker.lifeline", LIFELINE_SOURCE)
@@ -302,8 +303,9 @@ SANITIZER_REPORT_SOURCE = @@SANITIZER_REPORT@@
 # racefuzz/worker/sequencer.py
 SEQUENCER_SOURCE = @@SEQUENCER@@
 
-# racefuzz/worker/handoff.py, racefuzz/worker/ops.py
+# racefuzz/worker/handoff.py, racefuzz/worker/runs.py, racefuzz/worker/ops.py
 HANDOFF_SOURCE = @@HANDOFF@@
+RUNS_SOURCE = @@RUNS@@
 OPS_SOURCE = @@OPS@@
 
 # racefuzz/worker/lifeline.py
@@ -386,6 +388,7 @@ def repro_source(
         "NATIVE_TRACE": literal(inspect.getsource(native_trace)),
         "OPS": literal(inspect.getsource(ops)),
         "HANDOFF": literal(inspect.getsource(handoff)),
+        "RUNS": literal(inspect.getsource(runs)),
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.
     return re.sub(r"@@([A-Z_]+)@@", lambda m: str(fills[m.group(1)]), _TEMPLATE)

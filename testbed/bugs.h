@@ -24,12 +24,14 @@ enum class Bug : int {
   // Not seed behaviours: stream ordering, after public ORT reports (see stream_copy.h).
   kCopyOffStream,        // B11: env-level uploads on a stream go to a separate copy queue
   kBindDropsStream,      // B12: a session's bind-time upload ignores its stream
-  // Several sessions and devices (B13, B14 are kept for run_async/terminate and allocators).
+  kTerminatedStreamBusy, // B13: a stream stays marked busy after a terminated run
+  // Several sessions and devices (B14 is kept for env allocators).
   kPerSessionPool = 15,      // B15: a session's blocks are valid only in that session's launches
   kFirstDeviceLatched = 16,  // B16: the first CreateEp's device is used by every later session
+  kPerThreadStream = 17,     // B17: a launch goes to the calling thread's stream, not the kernel's
 };
 
-inline constexpr int kBugCount = 16;
+inline constexpr int kBugCount = 17;
 
 bool Enabled(Bug bug);
 

@@ -309,6 +309,17 @@ OrtStatus* TestbedEp::Compute(const std::shared_ptr<const Program>& program, Ort
   return nullptr;
 }
 
+WorkQueue* TestbedEp::LaunchQueue(WorkQueue* kernel_queue) const {
+  // B17, after onnxruntime#19275 (runs from several threads on one CUDA session, each thread
+  // with its own current stream): the launch goes to the calling thread's stream instead of the
+  // kernel context's. A thread inside a run of this session (it called OnRunStart: run, or
+  // run_async's pool thread) has that run's stream current, so only a Compute ORT moves to another
+  // thread (ORT_PARALLEL's inter-op pool) lands on a queue of its own that no one waits for.
+  if (!Enabled(Bug::kPerThreadStream) || InRunOnThisThread(session_)) return kernel_queue;
+  thread_local std::shared_ptr<WorkQueue> own = NewDeviceQueue();
+  return own.get();
+}
+
 OrtStatus* TestbedEp::LaunchOnStream(Backend& backend, const std::shared_ptr<const Program>& program,
                                      const std::vector<DeviceTensor>& inputs, const std::vector<DeviceTensor>& outputs,
                                      OrtKernelContext* context) {
@@ -320,13 +331,18 @@ OrtStatus* TestbedEp::LaunchOnStream(Backend& backend, const std::shared_ptr<con
     // queued on the kernel's stream (the feed uploads, the outputs' fills). Without a stream of
     // ours, after everything the session queued.
     if (queue != nullptr) {
-      queue->Drain();
+      // B13, after the run_async/terminate family (onnxruntime#17149): the EP skips the drain on
+      // a stream another run still holds, counting on that run's end to drain it. A terminated
+      // run never reaches OnSessionRunEnd, so its stream comes back marked and this run computes
+      // before its own feed upload (and the outputs' zero fill) lands.
+      const bool held = Enabled(Bug::kTerminatedStreamBusy) && StreamImpl::BusyWithOtherRun(ort_stream, CurrentRun());
+      if (!held) queue->Drain();
     } else {
       stream_->Sync();
     }
     return backend.Launch(program, inputs, outputs, nullptr);
   }
-  RETURN_IF_ERROR(backend.Launch(program, inputs, outputs, queue));
+  RETURN_IF_ERROR(backend.Launch(program, inputs, outputs, LaunchQueue(queue)));
   // The seed's #86: sync the stream at the end of every Compute, so that a Run from a thread other
   // than the creating one does not return before the device work is done. B7 drops it.
   if (!Enabled(Bug::kNoComputeSync)) queue->Drain();

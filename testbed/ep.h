@@ -19,6 +19,7 @@ namespace testbed {
 class Backend;
 struct DeviceTensor;
 class SessionStream;
+class WorkQueue;
 class TestbedFactory;
 
 class TestbedEp : public OrtEp {
@@ -58,6 +59,8 @@ class TestbedEp : public OrtEp {
   static OrtStatus* ORT_API_CALL OnRunEndImpl(OrtEp* this_ptr, const OrtRunOptions* run_options,
                                               bool sync_stream) noexcept;
 
+  // The queue a launch off the creating thread goes to: the kernel's (B17: the thread's own).
+  WorkQueue* LaunchQueue(WorkQueue* kernel_queue) const;
   // Launches on the kernel's stream: inline on the creating thread, queued on any other.
   OrtStatus* LaunchOnStream(Backend& backend, const std::shared_ptr<const Program>& program,
                             const std::vector<DeviceTensor>& inputs, const std::vector<DeviceTensor>& outputs,

@@ -148,6 +148,19 @@ WorkQueue* StreamImpl::QueueOf(OrtSyncStream* stream) {
   return self != nullptr ? self->queue_.get() : nullptr;
 }
 
+void StreamImpl::MarkBusy(OrtSyncStream* stream, uint64_t run) {
+  const StreamImpl* self = Of(stream);
+  uint64_t unmarked = 0;
+  if (self != nullptr && run != 0) self->busy_run_.compare_exchange_strong(unmarked, run);
+}
+
+bool StreamImpl::BusyWithOtherRun(OrtSyncStream* stream, uint64_t run) {
+  const StreamImpl* self = Of(stream);
+  if (self == nullptr) return false;
+  const uint64_t busy = self->busy_run_.load();
+  return busy != 0 && busy != run;
+}
+
 void ORT_API_CALL StreamImpl::ReleaseImpl(OrtSyncStreamImpl* this_ptr) noexcept {
   delete static_cast<StreamImpl*>(this_ptr);
 }
@@ -171,6 +184,9 @@ OrtStatus* ORT_API_CALL StreamImpl::FlushImpl(OrtSyncStreamImpl* this_ptr) noexc
 }
 
 OrtStatus* ORT_API_CALL StreamImpl::OnSessionRunEndImpl(OrtSyncStreamImpl* this_ptr) noexcept {
+  // The only place the busy mark is cleared: ORT skips OnSessionRunEnd for a terminated run
+  // (checked with ORT 1.31.1 and 1.32), so such a run hands its stream back still marked.
+  static_cast<StreamImpl*>(this_ptr)->busy_run_.store(0);
   return DrainUnlessB7(static_cast<StreamImpl*>(this_ptr)->queue_.get());
 }
 

@@ -13,6 +13,7 @@
 // drain it unless B7 removed the sync. A DirectML stream has no queue: its work is synchronous.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -85,6 +86,11 @@ class StreamImpl : public OrtSyncStreamImpl {
   static SessionStream* SessionStreamOf(OrtSyncStream* stream);
   // The queue behind an OrtSyncStream, or null (no stream, not ours, or synchronous).
   static WorkQueue* QueueOf(OrtSyncStream* stream);
+  // B13's bookkeeping: the run (CurrentRun()) whose first work claimed the stream, cleared by
+  // OnSessionRunEnd. Kept in every build; only B13 reads it.
+  static void MarkBusy(OrtSyncStream* stream, uint64_t run);
+  // Whether the stream is still claimed by a run other than `run`.
+  static bool BusyWithOtherRun(OrtSyncStream* stream, uint64_t run);
 
  private:
   static const StreamImpl* Of(OrtSyncStream* stream);
@@ -97,6 +103,7 @@ class StreamImpl : public OrtSyncStreamImpl {
 
   std::shared_ptr<SessionStream> session_;
   std::shared_ptr<WorkQueue> queue_;
+  mutable std::atomic<uint64_t> busy_run_{0};
 };
 
 class NotificationImpl : public OrtSyncNotificationImpl {

@@ -1,5 +1,6 @@
 #include "stream_copy.h"
 
+#include <atomic>
 #include <memory>
 #include <unordered_map>
 
@@ -11,11 +12,8 @@ namespace {
 
 // Runs the calling thread is inside, per session (OnRunStart/OnRunEnd come on the run's thread).
 thread_local std::unordered_map<int64_t, int> t_runs;
-
-bool InRunOnThisThread(int64_t session) {
-  auto it = t_runs.find(session);
-  return it != t_runs.end() && it->second > 0;
-}
+thread_local uint64_t t_run = 0;
+std::atomic<uint64_t> g_runs{0};
 
 // B11's separate copy engine: a device queue of its own, never a stream anyone waits on.
 WorkQueue* CopyEngineQueue() {
@@ -41,10 +39,22 @@ CopyRoute RouteCopy(OrtSyncStream* stream, int64_t session, bool src_on_device, 
   if (upload && session != 0 && Enabled(Bug::kBindDropsStream) && !InRunOnThisThread(session)) {
     return {nullptr, false};
   }
+  // B13's busy mark: a session stream's first work inside a run claims the stream for that run.
+  if (session != 0 && InRunOnThisThread(session)) StreamImpl::MarkBusy(stream, t_run);
   return {queue, false};
 }
 
-void EnterRun(int64_t session) { ++t_runs[session]; }
+void EnterRun(int64_t session) {
+  ++t_runs[session];
+  t_run = ++g_runs;
+}
+
+uint64_t CurrentRun() { return t_run; }
+
+bool InRunOnThisThread(int64_t session) {
+  auto it = t_runs.find(session);
+  return it != t_runs.end() && it->second > 0;
+}
 
 void LeaveRun(int64_t session) {
   auto it = t_runs.find(session);

@@ -29,5 +29,10 @@ CopyRoute RouteCopy(OrtSyncStream* stream, int64_t session, bool src_on_device, 
 
 void EnterRun(int64_t session);
 void LeaveRun(int64_t session);
+// A process-wide serial of the calling thread's latest OnRunStart (0: none yet), which B13's
+// stream mark records.
+uint64_t CurrentRun();
+// Whether the calling thread is inside a run of `session` (between OnRunStart and OnRunEnd).
+bool InRunOnThisThread(int64_t session);
 
 }  // namespace testbed

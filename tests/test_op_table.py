@@ -185,7 +185,7 @@ def test_a_new_op_is_one_table_entry_one_handler_and_the_readme(tmp_path: Path) 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # The new op alone: both sessions made on their own models, then the call with its mode.
     assert re.fullmatch(
-        r"alone: register; create s1 \(cpu, \w+\); create s2 \(cpu, \w+\); "
+        r"alone: register; create s1 \(cpu(?:-1t)?, \w+\); create s2 \(cpu(?:-1t)?, \w+\); "
         r"run_pair s1 -> s2 \[bound\]",
         proc.stdout.splitlines()[-1],
     ), proc.stdout[-1000:]

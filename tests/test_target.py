@@ -106,14 +106,14 @@ def test_a_plain_testbed_sets_an_empty_bug_list_and_has_the_seed_profiles() -> N
     ("spec", "message"),
     [
         (
-            "testbed:B13",
-            "unknown testbed bug 'B13' in 'testbed:B13' "
-            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B15, B16)",
+            "testbed:B14",
+            "unknown testbed bug 'B14' in 'testbed:B14' "
+            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B13, B15, B16, B17)",
         ),
         (
             "testbed:",
             "unknown testbed bug '' in 'testbed:' "
-            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B15, B16)",
+            "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B13, B15, B16, B17)",
         ),
         ("cpu:B1", "target 'cpu' takes no ':' arguments (got 'cpu:B1')"),
     ],

@@ -138,13 +138,13 @@ def test_the_cache_key_follows_the_sources(tmp_path: Path, monkeypatch: pytest.M
 def test_bug_env_names_the_switches_in_order() -> None:
     assert testbed.bug_env(["b3", "B1", "B3"]) == {"RACEFUZZ_TESTBED_BUGS": "B1,B3"}
     assert testbed.bug_env([]) == {"RACEFUZZ_TESTBED_BUGS": ""}
-    assert (*(f"B{i}" for i in range(1, 13)), "B15", "B16") == testbed.BUGS
+    assert (*(f"B{i}" for i in range(1, 14)), "B15", "B16", "B17") == testbed.BUGS
 
 
 def test_bug_env_rejects_an_unknown_switch() -> None:
     with pytest.raises(
         RacefuzzError,
-        match=r"^unknown testbed bug 'B99' \(known: B1, B2, B3, .*, B9, B10, .*B16\)$",
+        match=r"^unknown testbed bug 'B99' \(known: B1, B2, B3, .*, B9, B10, .*B17\)$",
     ):
         testbed.bug_env(["B99"])
 

@@ -113,7 +113,10 @@ def propose_group(state: State, space: Space, rng: random.Random, room: int) -> 
         if not candidates:
             break
         used = {s.profile for s in out if s.op is Op.CREATE}
-        if theme < 0.45:
+        beside = [s for s in candidates if out and _beside(s, out[0])]
+        if beside and rng.random() < 0.5:
+            preferred = beside  # e.g. a terminate beside the run of its session
+        elif theme < 0.45:
             preferred = [s for s in candidates if s.op is Op.CREATE and s.profile not in used]
         elif theme < 0.75:
             wanted = {Op.CREATE} if i == 0 else _WORK
@@ -124,3 +127,10 @@ def propose_group(state: State, space: Space, rng: random.Random, room: int) -> 
         trial.apply(step)
         out.append(step)
     return out if len(out) >= 2 else []
+
+
+def _beside(step: Step, first: Step) -> bool:
+    """Whether the op table asks for `step` beside `first` (same subject, an op it lists)."""
+    spec = SPECS[step.op]
+    name = spec.subject.value
+    return first.op in spec.beside and getattr(step, name) == getattr(first, name)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from racefuzz.worker import handoff
+from racefuzz.worker import handoff, runs
 
 ATOL = 1e-4
 RTOL = 1e-4
@@ -136,7 +136,11 @@ def is_own_bug(e: BaseException) -> bool:
     tb = e.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename in (__file__, handoff.__file__)
+    return tb is not None and tb.tb_frame.f_code.co_filename in (
+        __file__,
+        handoff.__file__,
+        runs.__file__,
+    )
 
 
 Handler = Callable[["Runtime", int, Mapping[str, Any]], Outcome]
@@ -155,7 +159,7 @@ def makes(field: str) -> Callable[[Handler], Handler]:
     return mark
 
 
-class Runtime(handoff.HandoffOps):
+class Runtime(handoff.HandoffOps, runs.RunOps):
     def __init__(
         self,
         libraries: Mapping[str, str],
@@ -172,6 +176,8 @@ class Runtime(handoff.HandoffOps):
         self.seed = seed
         self.sessions: dict[str, _Session] = {}
         self.values: dict[str, _Value] = {}
+        self.runs_in_flight: dict[str, list[Any]] = {}  # RunOptions a `terminate` reaches
+        self.terminate_armed: set[str] = set()
         self._lock = threading.Lock()  # guards the dicts; ORT calls run outside it
         self._references: dict[str, Any] = {}
 
@@ -308,13 +314,6 @@ class Runtime(handoff.HandoffOps):
         with self._lock:
             self.sessions[step["session"]] = _Session(sess, profile, step["model"])
         return {"ok": True}
-
-    def op_run(self, index: int, step: Mapping[str, Any]) -> Outcome:
-        s = self.sessions[step["session"]]
-        feeds = self._feeds(index, s.session)
-        outputs = s.session.run(None, feeds)
-        check, detail = compare(outputs, self._reference(s.model, feeds), self.rtol, self.atol)
-        return {"ok": True, "check": check, "detail": detail}
 
     def op_run_bound(self, index: int, step: Mapping[str, Any]) -> Outcome:
         # Modes (op_table.py): host_in binds host inputs (ORT uploads them at bind time, on the
