@@ -1,5 +1,6 @@
-"""Ops and checks between sessions and devices: where a device value lives, one session's device
-output fed to another session (`feed`), and the session options that change ORT's threads.
+"""Ops and checks between sessions and devices: where a device value lives, IOBinding runs
+(`run_bound` and its modes), one session's device output fed to another session (`feed`), and
+the session options that change ORT's threads.
 
 Part of the worker's ops (`Runtime` mixes `HandoffOps` in); like `ops.py` it imports only the
 stdlib, numpy and onnxruntime, and `repro.py` embeds it.
@@ -92,6 +93,8 @@ class _Host(Protocol):
 
     def _devices(self, profile: Profile) -> list[Any]: ...
     def _memory_info(self, profile: Profile) -> Any: ...
+    def _value(self, shape: Sequence[int], dtype: Any, mem: Any) -> Any: ...
+    def _copy(self, src: Any, dst: Any, host_only: bool, stream: Any = None) -> None: ...
     def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]: ...
     def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]: ...
 
@@ -102,6 +105,13 @@ def device_of(host: _Host, profile: Profile) -> int | None:
     return None if mem is None else int(mem.device_id)
 
 
+def bound_device(host: _Host, profile: Profile, mem: Any) -> Any:
+    """The C OrtDevice for binding an output to `mem`'s device: the public `bind_output` cannot
+    name the vendor id ORT needs to find the EP's allocator."""
+    kind = host._devices(profile)[0].device.type.name.lower()
+    return ort.OrtDevice.make(kind, int(mem.device_id), mem.device_vendor_id)._get_c_device()
+
+
 def _same_backend(a: Profile, b: Profile) -> bool:
     # One EP configuration on one or two devices. Two configurations that share an OrtDevice
     # label but not its memory (the testbed's dml and mgx: residual R2) are not chained.
@@ -109,6 +119,47 @@ def _same_backend(a: Profile, b: Profile) -> bool:
 
 
 class HandoffOps:
+    def op_run_bound(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+        # Modes (op_table.py): host_in binds host inputs (ORT uploads them at bind time, on the
+        # session's stream) and device outputs ORT allocates; host_out binds host outputs; sync
+        # calls synchronize_inputs/outputs (OrtEp::Sync) around the run. Plain: device values.
+        mode = step.get("mode") or ""
+        s = self.sessions[step["session"]]
+        feeds, mem = self._feeds(index, s.session), self._memory_info(s.profile)
+        expected = self._reference(s.model, feeds)
+        binding = s.session.io_binding()
+        host_in, host_out = mode.startswith("host_in"), mode == "host_out" or mem is None
+        for name, array in feeds.items():
+            if host_in:
+                binding.bind_cpu_input(name, array)
+            else:
+                dev = self._value(array.shape, array.dtype, mem)
+                self._copy(ort.OrtValue.ortvalue_from_numpy(array), dev, mem is None)
+                binding.bind_ortvalue_input(name, dev)
+        for out, ref in zip(s.session.get_outputs(), expected, strict=True):
+            if host_out:
+                binding.bind_output(out.name)  # ORT allocates it in host memory
+            elif host_in:  # the public bind_output cannot name the vendor id ORT needs
+                binding._iobinding.bind_output(out.name, bound_device(self, s.profile, mem))
+            else:
+                binding.bind_ortvalue_output(out.name, self._value(ref.shape, ref.dtype, mem))
+        if mode.endswith("sync"):
+            binding.synchronize_inputs()
+        s.session.run_with_iobinding(binding)
+        if mode.endswith("sync"):
+            binding.synchronize_outputs()
+        values = binding.get_outputs()
+        for k, v in enumerate(values):
+            if (v.device_name().lower() == "cpu") != host_out:
+                where = f"output {k}: in {v.device_name()} memory, bound to the other side"
+                return {"ok": True, "check": "mismatch", "detail": where}
+        from racefuzz.worker.ops import compare  # ops imports this module first
+
+        check, detail = compare(binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol)
+        if check == "ok":  # and the device outputs stayed on the profile's device
+            check, detail = where_check(values, device_of(self, s.profile))
+        return {"ok": True, "check": check, "detail": detail}
+
     def op_feed(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
         a, b = self.sessions[step["session"]], self.sessions[step["peer"]]
         feeds = self._feeds(index, a.session)
@@ -135,10 +186,7 @@ class HandoffOps:
             if mem is None:
                 io.bind_output(out.name)
             else:
-                kind = self._devices(a.profile)[0].device.type.name.lower()
-                vendor = self._devices(a.profile)[0].device.vendor_id
-                device = ort.OrtDevice.make(kind, int(mem.device_id), vendor)
-                io._iobinding.bind_output(out.name, device._get_c_device())
+                io._iobinding.bind_output(out.name, bound_device(self, a.profile, mem))
         a.session.run_with_iobinding(io)
         handed = io.get_outputs()
         check, detail = where_check(handed, device_of(self, a.profile))

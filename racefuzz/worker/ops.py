@@ -315,49 +315,6 @@ class Runtime(handoff.HandoffOps, runs.RunOps):
             self.sessions[step["session"]] = _Session(sess, profile, step["model"])
         return {"ok": True}
 
-    def op_run_bound(self, index: int, step: Mapping[str, Any]) -> Outcome:
-        # Modes (op_table.py): host_in binds host inputs (ORT uploads them at bind time, on the
-        # session's stream) and device outputs ORT allocates; host_out binds host outputs; sync
-        # calls synchronize_inputs/outputs (OrtEp::Sync) around the run. Plain: device values.
-        mode = step.get("mode") or ""
-        s = self.sessions[step["session"]]
-        feeds, mem = self._feeds(index, s.session), self._memory_info(s.profile)
-        expected = self._reference(s.model, feeds)
-        binding = s.session.io_binding()
-        host_in, host_out = mode.startswith("host_in"), mode == "host_out" or mem is None
-        for name, array in feeds.items():
-            if host_in:
-                binding.bind_cpu_input(name, array)
-            else:
-                dev = self._value(array.shape, array.dtype, mem)
-                self._copy(ort.OrtValue.ortvalue_from_numpy(array), dev, mem is None)
-                binding.bind_ortvalue_input(name, dev)
-        for out, ref in zip(s.session.get_outputs(), expected, strict=True):
-            if host_out:
-                binding.bind_output(out.name)  # ORT allocates it in host memory
-            elif host_in:  # the public bind_output cannot name the vendor id ORT needs
-                binding._iobinding.bind_output(out.name, self._ort_device(s.profile, mem))
-            else:
-                binding.bind_ortvalue_output(out.name, self._value(ref.shape, ref.dtype, mem))
-        if mode.endswith("sync"):
-            binding.synchronize_inputs()
-        s.session.run_with_iobinding(binding)
-        if mode.endswith("sync"):
-            binding.synchronize_outputs()
-        values = binding.get_outputs()
-        for k, v in enumerate(values):
-            if (v.device_name().lower() == "cpu") != host_out:
-                where = f"output {k}: in {v.device_name()} memory, bound to the other side"
-                return {"ok": True, "check": "mismatch", "detail": where}
-        check, detail = compare(binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol)
-        if check == "ok":  # and the device outputs stayed on the profile's device
-            check, detail = handoff.where_check(values, handoff.device_of(self, s.profile))
-        return {"ok": True, "check": check, "detail": detail}
-
-    def _ort_device(self, profile: Profile, mem: Any) -> Any:
-        kind = self._devices(profile)[0].device.type.name.lower()
-        return ort.OrtDevice.make(kind, mem.device_id, mem.device_vendor_id)._get_c_device()
-
     def _upload(self, profile: Profile, index: int, stream: Any = None) -> _Value:
         data = np.random.default_rng(self.seed * 1_000_003 + index).standard_normal(COPY_SHAPE)
         data = data.astype(np.float32)
