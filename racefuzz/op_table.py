@@ -112,6 +112,9 @@ class OpSpec:
     # Random overlap groups sometimes put it beside a step of one of these ops on the same
     # subject (a `terminate` beside the run it is to stop).
     beside: frozenset[Op] = frozenset()
+    # The kind of call it counts as in an overlap's shape (`cluster_by = "overlap"`): ops that
+    # reach the device the same way race the same way ("": its own name).
+    race_as: str = ""
     fields: frozenset[str] = field(init=False)  # every name field it takes (mode, peer too)
     required: frozenset[str] = field(init=False)
 
@@ -122,6 +125,10 @@ class OpSpec:
         optional = self.optional | ({"mode"} if self.modes and not self.mode_required else set())
         object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "required", fields - optional)
+
+    @property
+    def race_kind(self) -> str:
+        return self.race_as or self.op.value
 
     def mode_weight(self, mode: str | None) -> float:
         return 1.0 if mode is None else self.mode_weights.get(mode, 1.0)
@@ -203,6 +210,7 @@ SPECS: Mapping[Op, OpSpec] = {
             needs_registration=True,
             weight=1.5,
             doctor=True,
+            race_as="run",
         ),
         # Modes: stream uploads on a stream from the EP device's create_sync_stream() and reads
         # back on the same stream (ordered only by it); stream_unordered reads back without one.
@@ -229,6 +237,7 @@ SPECS: Mapping[Op, OpSpec] = {
             needs_registration=True,
             needs_earlier_create=True,
             weight=1.2,
+            race_as="copy",
         ),
         OpSpec(
             Op.READ,
@@ -238,8 +247,17 @@ SPECS: Mapping[Op, OpSpec] = {
             ("value",),
             needs_registration=True,
             weight=1.5,
+            race_as="copy",
         ),
-        OpSpec(Op.FREE, "drop a kept device value", _VAL, _ENDS, ("value",), weight=0.4),
+        OpSpec(
+            Op.FREE,
+            "drop a kept device value",
+            _VAL,
+            _ENDS,
+            ("value",),
+            weight=0.4,
+            race_as="release",
+        ),
         OpSpec(Op.RELEASE, "drop a session and collect it", _SES, _ENDS, ("session",), weight=0.9),
         OpSpec(
             Op.FEED,

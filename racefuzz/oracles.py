@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from racefuzz import contract, sanitizer, sanitizer_report
+from racefuzz.op_table import SPECS
 from racefuzz.outcome import Check, Exit, Finding, RunResult
 from racefuzz.schedule import Schedule
 
@@ -227,19 +228,14 @@ def judge(
     return replace(result, findings=tuple(unique.values()))
 
 
-# Ops that reach the device the same way count as one kind in an overlap's shape: a race of
-# `run` with `run_bound` is the race of two runs, `read` and `alloc` are copies.
-_FAMILY = {"run_bound": "run", "alloc": "copy", "read": "copy", "free": "release"}
-
-
 def overlap_shape(schedule: Schedule, step: int) -> str:
-    """The kinds of call (`_FAMILY`) that overlapped in the last group that began at or before
-    `step`, e.g. "run" for two runs or "copy+create"; "" when no group did (then the order alone
-    broke it, and the symptom is the identity)."""
+    """The kinds of call (`OpSpec.race_kind`) that overlapped in the last group that began at or
+    before `step`, e.g. "run" for two runs or "copy+create"; "" when no group did (then the order
+    alone broke it, and the symptom is the identity)."""
     shape = ""
     for start, stop in schedule.groups():
         if start > step:
             break
-        kinds = {_FAMILY.get(s.op.value, s.op.value) for s in schedule.steps[start:stop]}
+        kinds = {SPECS[s.op].race_kind for s in schedule.steps[start:stop]}
         shape = "+".join(sorted(kinds))
     return shape

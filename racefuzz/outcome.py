@@ -68,8 +68,8 @@ class Finding:
     # The ORT contract rule the schedule broke before this went wrong (`racefuzz.contract`);
     # '' for a legal schedule. A misuse finding is the application's fault, not the EP's.
     misuse: str = ""
-    # Under a target's `cluster_by = "overlap"`: the op kinds of the last overlap group at or
-    # before the finding (e.g. "run+run"), its whole cluster identity; "" otherwise.
+    # Under a target's `cluster_by = "overlap"`: the kinds of call in the last overlap group at
+    # or before the finding (e.g. "run", "copy+create"), its whole cluster identity; "" otherwise.
     overlap: str = ""
 
     @property
