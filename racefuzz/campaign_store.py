@@ -83,13 +83,18 @@ def bundles_by_cluster(root: Path) -> dict[str, Path]:
     return found
 
 
+def header(root: Path) -> dict[str, Any]:
+    """A campaign folder's findings.json ({} when there is none yet, or it cannot be read)."""
+    try:
+        data = json.loads((root / "findings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def entries(root: Path) -> list[dict[str, Any]]:
     """The findings.json entries of a campaign folder ([] when there is none yet)."""
-    try:
-        found = json.loads((root / "findings.json").read_text(encoding="utf-8")).get("findings")
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [f for f in found or [] if isinstance(f, dict)]
+    return [f for f in header(root).get("findings") or [] if isinstance(f, dict)]
 
 
 def restore(root: Path) -> list[FindingRecord]:

@@ -7,7 +7,6 @@ reads top to bottom: load the target, do the work, render, decide the code.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -57,13 +56,13 @@ def _target_spec(args: argparse.Namespace) -> str:
     campaign on another target would mix two targets' findings in one folder: refused."""
     given: str | None = args.target
     resume: Path | None = getattr(args, "resume", None)
-    header = resume / "findings.json" if resume is not None else None
-    if header is None or not header.is_file():
+    if resume is None:
         return given or "testbed"
-    try:
-        data = json.loads(header.read_text(encoding="utf-8"))
-        spec = str(data.get("target_spec") or data["target"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    from racefuzz import campaign_store  # only a resume reads a campaign folder
+
+    data = campaign_store.header(resume)
+    spec = data.get("target_spec") or data.get("target")
+    if not isinstance(spec, str):
         return given or "testbed"  # campaign_store.restore reports a damaged folder itself
     if given is not None and given != spec:
         raise RacefuzzError(
