@@ -66,9 +66,8 @@ def thread_options(so: Any, profile: Profile) -> None:
                 sizes = (profile.intra_op_threads or 0, profile.inter_op_threads or 0)
                 ort.set_global_thread_pool_sizes(*sizes)
                 _global_pools_set.append(sizes)
-    if follow_global_pools(so):
-        pass  # ORT refuses a session's own pools once the process has global ones
-    elif profile.intra_op_threads is not None:
+    # ORT refuses a session's own pools once the process has global ones.
+    if not follow_global_pools(so) and profile.intra_op_threads is not None:
         so.intra_op_num_threads = profile.intra_op_threads
     if profile.execution_mode == "parallel":
         so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
