@@ -115,6 +115,9 @@ class OpSpec:
     # The kind of call it counts as in an overlap's shape (`cluster_by = "overlap"`): ops that
     # reach the device the same way race the same way ("": its own name).
     race_as: str = ""
+    # Its EP work runs on a thread of ORT's own (run_async completes on the intra-op pool): a
+    # crash on a thread with no Python frame while it is in flight is its crash.
+    on_ort_thread: bool = False
     fields: frozenset[str] = field(init=False)  # every name field it takes (mode, peer too)
     required: frozenset[str] = field(init=False)
 
@@ -279,6 +282,7 @@ SPECS: Mapping[Op, OpSpec] = {
             _USES,
             ("session",),
             weight=1.0,
+            on_ort_thread=True,
         ),
         # Sets RunOptions.terminate on the session's runs in flight, or arms its next run; a run
         # so stopped is no finding, but what the session computes afterwards is checked.

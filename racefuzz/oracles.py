@@ -101,7 +101,7 @@ def exit_finding(result: RunResult) -> Finding | None:
     if result.exit is Exit.CRASH:
         what = result.signal or f"exit code {result.returncode}"
         raw = f"worker died ({what}) during {_describe(sched, steps)}"
-        state = crash_state(result.stacks)
+        state = crash_state(result.stacks) or _on_ort_thread(sched, steps)
         return Finding(
             "crash",
             _ops(sched, steps),
@@ -127,7 +127,8 @@ def crash_state(stacks: str) -> str:
     faulthandler names the thread that took the signal "Current thread"; its innermost frame
     inside a worker op handler (`op_run`, ...) or `teardown` says what crashed, whatever else
     was in flight. '' when the signal came on a thread with no Python frames (an EP's or ORT's
-    own thread): the caller falls back to the ops in flight.
+    own thread): the caller asks which op in flight works on ORT's threads, else falls back to
+    the ops in flight.
     """
     m = _CURRENT.search(stacks)
     if m is None:
@@ -138,6 +139,18 @@ def crash_state(stacks: str) -> str:
         if name == TEARDOWN:
             return TEARDOWN
     return ""
+
+
+def _on_ort_thread(schedule: Schedule, steps: list[int]) -> str:
+    """The faulting thread had no Python frame, so it was ORT's or the EP's own: when exactly
+    one kind of op in flight works on ORT's threads (`OpSpec.on_ort_thread`), that op; else ''
+    (then the ops in flight stand in)."""
+    ops = {
+        schedule.steps[i].op
+        for i in steps
+        if i < len(schedule.steps) and SPECS[schedule.steps[i].op].on_ort_thread
+    }
+    return next(iter(ops)).value if len(ops) == 1 else ""
 
 
 def _describe(schedule: Schedule, steps: list[int]) -> str:

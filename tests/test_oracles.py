@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from racefuzz.oracles import judge, normalise, overlap_shape
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Op, Schedule, Step
@@ -130,3 +132,26 @@ def test_normalise_strips_ort_status_words_after_a_pybind_location() -> None:
         "invalid allocation handle\n"
     )
     assert normalise(raw) == "DML failure: <addr> invalid allocation handle"
+
+
+def test_a_crash_on_an_ort_thread_is_the_crash_of_the_op_in_flight_that_works_there() -> None:
+    sched = Schedule(
+        2,
+        (
+            Step(0, Op.REGISTER),
+            Step(0, Op.CREATE, session="s1", profile="mgx", model="mlp"),
+            Step(0, Op.CREATE, session="s2", profile="dml", model="mlp"),
+            Step(0, Op.RUN_ASYNC, session="s1", group=1),
+            Step(1, Op.FEED, session="s2", peer="s1", group=1),
+        ),
+    )
+    # No "Current thread" with Python frames: ORT's pool thread, where run_async computes.
+    crash = RunResult(sched, (), Exit.CRASH, returncode=-11, signal="SIGSEGV", in_flight=(3, 4))
+    (f,) = judge(crash).findings
+    assert (f.op, f.crash_state, f.cluster) == (
+        "feed+run_async",
+        "run_async",
+        "crash|SIGSEGV|run_async",
+    )
+    plain = replace(crash, in_flight=(4,))  # nothing in flight works on ORT's threads
+    assert judge(plain).findings[0].cluster == "crash|SIGSEGV|feed"

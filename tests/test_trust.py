@@ -44,7 +44,7 @@ def test_one_native_crash_in_many_overlaps_is_one_cluster_per_computing_op(
     assert code == 1, out
     crashes = [f for f in data["findings"] if f["kind"] == "crash"]
     # One per op whose thread computes (run, run_bound, feed, run_async: its pool thread has no
-    # Python frame, so the ops in flight name it), and one for a torn dump.
+    # Python frame, so the op table's `on_ort_thread` names it), and one for a torn dump.
     assert crashes and len(crashes) <= 5, [f["cluster"] for f in crashes]
     assert sum(f["signatures"] for f in crashes) > len(crashes), crashes  # variants, merged
     # The faulting thread's op; '' only when two threads crashed at once and faulthandler's
