@@ -226,6 +226,8 @@ class Campaign:
                 result = await trio.to_thread.run_sync(
                     self._execute, schedule, launcher, abandon_on_cancel=True
                 )
+            except LauncherClosed:
+                return  # the campaign ended between handing out the schedule and running it
             except InternalError as e:
                 self.internal_error(f"running a schedule:\n{e}")
                 return
