@@ -27,8 +27,7 @@ from racefuzz.models import DEFAULT_MODELS as BUILTIN_MODELS
 from racefuzz.sanitizer import runtime as checked_runtime
 from racefuzz.target import Library, Profile, Target
 
-# B13 and B14 are kept for the run_async/terminate and shared-allocator switches still to come.
-BUGS: tuple[str, ...] = (*(f"B{i}" for i in range(1, 14)), "B15", "B16", "B17")
+BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 18))
 BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 TRACE_ENV = "RACEFUZZ_TESTBED_TRACE"
 TESTBED_EP = "RacefuzzTestbed"

@@ -23,7 +23,8 @@ from pathlib import Path
 from racefuzz import envinfo, models, sanitizer
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.report import render
-from racefuzz.repro_script import SUPPRESSIONS_NAME, repro_source
+from racefuzz.repro_parts import SUPPRESSIONS_NAME
+from racefuzz.repro_script import repro_source
 from racefuzz.run_json import run_to_json
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import dumps

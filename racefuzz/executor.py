@@ -32,8 +32,9 @@ from typing import IO, Any, Protocol
 
 import psutil
 
-from racefuzz import models, native_stack, oracles, sanitizer, sanitizer_report
+from racefuzz import models, native_build, native_stack, oracles, sanitizer, sanitizer_report
 from racefuzz.errors import InternalError
+from racefuzz.op_table import Op
 from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import to_json_obj
@@ -70,7 +71,16 @@ def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str
         "seed": options.seed,
         "step_timeout": options.step_timeout,
         "tolerance": list(target.tolerance) if target.tolerance else None,
+        "env_api": _env_api(schedule),
     }
+
+
+def _env_api(schedule: Schedule) -> str | None:
+    """The built C API helper, for a schedule that needs it (`share`)."""
+    if not any(s.op is Op.SHARE for s in schedule.steps):
+        return None
+    built = native_build.library("envapi")
+    return str(built) if built else None
 
 
 # Every worker (and zygote) this process has started and not yet seen end: whatever thread

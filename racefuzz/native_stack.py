@@ -1,9 +1,9 @@
 """Native frames in crash reports: building the worker's crash tracer and naming its frames.
 
-`tracer_library()` compiles `native/crashtrace.c` (a few dozen lines of C) once into the cache,
-keyed by a hash of the source, with the C compiler the testbed needs anyway; None where there is
-none (or not on Linux): crash reports then show Python stacks only, as before. The worker loads
-it after faulthandler (`racefuzz.worker.native_trace`).
+`tracer_library()` is `native/crashtrace.c` (a few dozen lines of C) as `racefuzz.native_build`
+compiles it; None where there is no C compiler (or not on Linux): crash reports then show
+Python stacks only, as before. The worker loads it after faulthandler
+(`racefuzz.worker.native_trace`).
 
 `symbolize(stderr)` rewrites the frames the tracer printed (`<object>+0x<offset>`) with function
 names and source lines from `addr2line` (binutils), run here, after the worker died. Where
@@ -12,67 +12,20 @@ addr2line is missing or knows nothing, a frame keeps its object, offset and near
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import re
 import shutil
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
-from racefuzz.cache import cache_root
+from racefuzz import native_build
 
 HEADER = "Native stack of the faulting thread (most recent call first):"
-_SOURCE = Path(__file__).resolve().parent / "native" / "crashtrace.c"
 _FRAME = re.compile(r"^  #(\d+) (\S+)\+0x([0-9a-f]+)(?: \((.*)\))?$", re.M)
-_lock = threading.Lock()
-_built: list[Path | None] = []
 
 
 def tracer_library() -> Path | None:
-    """The compiled crash tracer, built on first use; None where it cannot be. Looked up once
-    per process: every worker start asks."""
-    with _lock:
-        if not _built:
-            _built.append(_find_or_build())
-        return _built[0]
-
-
-def _find_or_build() -> Path | None:
-    if not sys.platform.startswith("linux") or not _SOURCE.is_file():
-        return None
-    return _build(hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:16])
-
-
-def _build(key: str) -> Path | None:
-    target = cache_root() / "crashtrace" / key / "libracefuzz_crashtrace.so"
-    if target.is_file():
-        return target
-    compiler = next(
-        (c for c in (os.environ.get("CC", ""), "cc", "gcc", "clang") if c and shutil.which(c)),
-        None,
-    )
-    if compiler is None:
-        return None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}")
-    try:
-        built = subprocess.run(
-            [compiler, "-shared", "-fPIC", "-O1", "-o", str(tmp), str(_SOURCE), "-ldl"],
-            capture_output=True,
-            timeout=120,
-        )
-        if built.returncode != 0:
-            return None
-        os.replace(tmp, target)  # atomic: another process may be building it too
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-    return target
+    """The compiled crash tracer, built on first use; None where it cannot be."""
+    return native_build.library("crashtrace")
 
 
 def symbolize(text: str) -> str:

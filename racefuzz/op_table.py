@@ -57,6 +57,7 @@ class Op(StrEnum):
     FEED = "feed"
     RUN_ASYNC = "run_async"
     TERMINATE = "terminate"
+    SHARE = "share"
 
 
 class Subject(StrEnum):
@@ -294,6 +295,18 @@ SPECS: Mapping[Op, OpSpec] = {
             ("session",),
             weight=0.5,
             beside=frozenset({Op.RUN, Op.RUN_ASYNC}),
+        ),
+        # Through ORT's C API (racefuzz/worker/env_api.py): Python has no CreateSharedAllocator.
+        # Skipped for an EP that computes in host memory, or without a C compiler.
+        OpSpec(
+            Op.SHARE,
+            "CreateSharedAllocator: a new environment allocator for the profile's device memory",
+            _PRO,
+            _USES,
+            ("profile",),
+            needs_registration=True,
+            weight=0.5,
+            doctor=True,
         ),
     )
 }

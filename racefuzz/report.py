@@ -17,7 +17,7 @@ from racefuzz import envinfo
 from racefuzz.errors import RacefuzzError
 from racefuzz.oracles import trace_buffers
 from racefuzz.outcome import Check, Exit, RunResult
-from racefuzz.repro_script import libraries_registered
+from racefuzz.repro_parts import libraries_registered
 from racefuzz.run_json import finding_from_json, run_from_json
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import loads

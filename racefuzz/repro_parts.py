@@ -11,8 +11,14 @@ import ast
 import inspect
 import re
 
-from racefuzz import oracles
+from racefuzz import native_build, oracles, sanitizer, sanitizer_report
+from racefuzz.op_table import SPECS, Subject
 from racefuzz.schedule import Schedule
+from racefuzz.target import Target
+from racefuzz.worker import env_api, handoff, lifeline, native_trace, ops, runs, sequencer
+from racefuzz.worker import main as worker_main
+
+SUPPRESSIONS_NAME = "tsan.supp"
 
 
 def literal(text: str) -> str:
@@ -65,3 +71,36 @@ def usage(libraries: list[str]) -> str:
     if len(libraries) == 1:
         return " PATH_TO_EP_LIBRARY"
     return "".join(f" --library {name}=PATH" for name in libraries)
+
+
+def repro_env(target: Target) -> dict[str, str]:
+    """The target's environment with its sanitizer's preload and options; the suppressions
+    file is the bundle's copy beside the script (`write_bundle` puts it there)."""
+    supp = f"@REPRO_DIR@/{SUPPRESSIONS_NAME}"
+    return {**target.env, **sanitizer.env(target.sanitizer, suppressions=supp)}
+
+
+def libraries_registered(schedule: Schedule, target: Target) -> list[str]:
+    """The target's libraries the schedule registers (all of them for a bare `register`)."""
+    named = {s.library for s in schedule.steps if SPECS[s.op].subject is Subject.LIBRARY}
+    return [lib.name for lib in target.libraries if None in named or lib.name in named]
+
+
+def embedded_sources(native: bool) -> dict[str, str]:
+    """The script's markers for racefuzz's own code it runs, as literals; `native`: also the C
+    source of the API helper (`racefuzz/native/envapi.c`), which the script compiles."""
+    modules = {
+        "SANITIZER_REPORT": sanitizer_report,
+        "SEQUENCER": sequencer,
+        "WORKER": worker_main,
+        "LIFELINE": lifeline,
+        "NATIVE_TRACE": native_trace,
+        "OPS": ops,
+        "HANDOFF": handoff,
+        "RUNS": runs,
+        "ENV_API": env_api,
+    }
+    out = {marker: literal(inspect.getsource(m)) for marker, m in modules.items()}
+    c_source = (native_build.NATIVE_DIR / "envapi.c").read_text(encoding="utf-8")
+    out["ENVAPI_C"] = literal(c_source if native else "")
+    return out

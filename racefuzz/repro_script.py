@@ -14,21 +14,28 @@ the testbed's fixed design. This module only builds text; it never runs the scri
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from racefuzz import sanitizer, sanitizer_report
-from racefuzz.op_table import SPECS, Subject
+from racefuzz.op_table import Op
 from racefuzz.outcome import Finding
-from racefuzz.repro_parts import literal, normalise_source, text_timeline, usage
+from racefuzz.repro_parts import (
+    embedded_sources,
+    libraries_registered,
+    literal,
+    normalise_source,
+    repro_env,
+    text_timeline,
+    usage,
+)
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
-from racefuzz.worker import INTERNAL_EXIT, handoff, lifeline, native_trace, ops, runs, sequencer
-from racefuzz.worker import main as worker_main
+from racefuzz.worker import (
+    INTERNAL_EXIT,
+)
 
 DEFAULT_TIMES = 20
 # What the script judges replays by, and shows.
@@ -83,6 +90,7 @@ def child(job):
     sys.modules["racefuzz.worker"].INTERNAL_EXIT = INTERNAL_EXIT
     load_module("racefuzz.worker.handoff", HANDOFF_SOURCE)
     load_module("racefuzz.worker.runs", RUNS_SOURCE)
+    load_module("racefuzz.worker.env_api", ENV_API_SOURCE)
     load_module("racefuzz.worker.ops", OPS_SOURCE)
     load_module("racefuzz.worker.sequencer", SEQUENCER_SOURCE)
     load_module("racefuzz.worker.lifeline", LIFELINE_SOURCE)
@@ -219,6 +227,21 @@ def parse_libraries(args):
     return {name: os.path.abspath(path) for name, path in named.items()}
 
 
+def build_env_api(tmp):
+    """racefuzz's C API helper for `share` steps, compiled here; None without a C compiler."""
+    if not ENVAPI_C:
+        return None
+    source, built = os.path.join(tmp, "envapi.c"), os.path.join(tmp, "libracefuzz_envapi.so")
+    with open(source, "w", encoding="utf-8") as f:
+        f.write(ENVAPI_C)
+    cc = os.environ.get("CC") or "cc"
+    try:
+        done = subprocess.run([cc, "-shared", "-fPIC", "-o", built, source], capture_output=True)
+    except OSError:
+        return None
+    return built if done.returncode == 0 else None
+
+
 def main(argv):
     parser = Parser(prog="repro.py", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", metavar="PATH_TO_EP_LIBRARY")
@@ -252,7 +275,8 @@ def main(argv):
             with open(models[name], "wb") as f:
                 f.write(base64.b64decode(data))
         job = {"libraries": libraries, "models": models, "seed": args.seed,
-               "step_timeout": args.step_timeout, "tolerance": TOLERANCE}
+               "step_timeout": args.step_timeout, "tolerance": TOLERANCE,
+               "env_api": build_env_api(tmp)}
         shown = False
         for n in range(1, args.times + 1):
             trace = None
@@ -308,6 +332,10 @@ HANDOFF_SOURCE = @@HANDOFF@@
 RUNS_SOURCE = @@RUNS@@
 OPS_SOURCE = @@OPS@@
 
+# racefuzz/worker/env_api.py, and racefuzz/native/envapi.c where the schedule has `share` steps
+ENV_API_SOURCE = @@ENV_API@@
+ENVAPI_C = @@ENVAPI_C@@
+
 # racefuzz/worker/lifeline.py
 LIFELINE_SOURCE = @@LIFELINE@@
 
@@ -320,22 +348,6 @@ WORKER_SOURCE = @@WORKER@@
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 '''
-
-
-def repro_env(target: Target) -> dict[str, str]:
-    """The target's environment with its sanitizer's preload and options; the suppressions
-    file is the bundle's copy beside the script (`write_bundle` puts it there)."""
-    supp = f"@REPRO_DIR@/{SUPPRESSIONS_NAME}"
-    return {**target.env, **sanitizer.env(target.sanitizer, suppressions=supp)}
-
-
-SUPPRESSIONS_NAME = "tsan.supp"
-
-
-def libraries_registered(schedule: Schedule, target: Target) -> list[str]:
-    """The target's libraries the schedule registers (all of them for a bare `register`)."""
-    named = {s.library for s in schedule.steps if SPECS[s.op].subject is Subject.LIBRARY}
-    return [lib.name for lib in target.libraries if None in named or lib.name in named]
 
 
 def repro_source(
@@ -381,14 +393,7 @@ def repro_source(
         "TOLERANCE": repr(list(target.tolerance) if target.tolerance else None),
         "MODELS": "\n".join(encoded),
         "NORMALISE": literal(normalise_source()),
-        "SANITIZER_REPORT": literal(inspect.getsource(sanitizer_report)),
-        "SEQUENCER": literal(inspect.getsource(sequencer)),
-        "WORKER": literal(inspect.getsource(worker_main)),
-        "LIFELINE": literal(inspect.getsource(lifeline)),
-        "NATIVE_TRACE": literal(inspect.getsource(native_trace)),
-        "OPS": literal(inspect.getsource(ops)),
-        "HANDOFF": literal(inspect.getsource(handoff)),
-        "RUNS": literal(inspect.getsource(runs)),
+        **embedded_sources(native=any(s.op is Op.SHARE for s in schedule.steps)),
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.
     return re.sub(r"@@([A-Z_]+)@@", lambda m: str(fills[m.group(1)]), _TEMPLATE)

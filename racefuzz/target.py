@@ -323,5 +323,5 @@ def load_target(spec: str, config: Path | None = None) -> Target:
 
 
 def _unknown_target(spec: str, config_part: str) -> RacefuzzError:
-    builtins = "testbed[asan|tsan][:B1,..,B12], " + ", ".join(BUILTIN_TARGETS[1:])
+    builtins = "testbed[asan|tsan][:B1,..,B17], " + ", ".join(BUILTIN_TARGETS[1:])
     return RacefuzzError(f"unknown target '{spec}' (built-in: {builtins}; {config_part})")

@@ -35,8 +35,7 @@ from pathlib import Path
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 
-# B13 and B14 are kept for the run_async/terminate and shared-allocator switches still to come.
-BUGS: tuple[str, ...] = (*(f"B{i}" for i in range(1, 14)), "B15", "B16", "B17")
+BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 18))
 BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 # Flavour -> the -fsanitize value it builds with (and the sanitizer its library declares).
 FLAVOURS: dict[str, str] = {"asan": "address", "tsan": "thread"}

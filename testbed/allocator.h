@@ -42,6 +42,10 @@ class BackendAllocator : public OrtAllocator {
   BackendAllocator(const BackendAllocator&) = delete;
   BackendAllocator& operator=(const BackendAllocator&) = delete;
 
+  // The environment's allocator of a device (no session's): counted per device (devices.h).
+  bool env_level() const { return owner_.session == 0 && placement_.pool_session == 0; }
+  int device() const { return placement_.device; }
+
  private:
   Backend* Resolve() const;
 

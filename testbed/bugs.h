@@ -25,7 +25,8 @@ enum class Bug : int {
   kCopyOffStream,        // B11: env-level uploads on a stream go to a separate copy queue
   kBindDropsStream,      // B12: a session's bind-time upload ignores its stream
   kTerminatedStreamBusy, // B13: a stream stays marked busy after a terminated run
-  // Several sessions and devices (B14 is kept for env allocators).
+  kSharedAllocatorReplaced,  // B14: a new env allocator for a device retires the old one's blocks
+  // Several sessions and devices.
   kPerSessionPool = 15,      // B15: a session's blocks are valid only in that session's launches
   kFirstDeviceLatched = 16,  // B16: the first CreateEp's device is used by every later session
   kPerThreadStream = 17,     // B17: a launch goes to the calling thread's stream, not the kernel's

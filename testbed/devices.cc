@@ -1,5 +1,6 @@
 #include "devices.h"
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -16,6 +17,7 @@ namespace {
 std::mutex g_mutex;
 std::unordered_map<uintptr_t, Home> g_homes;
 std::atomic<int> g_latched{-1};
+std::array<int, kDeviceCount> g_env_allocators{};  // live environment allocators per device
 
 bool IsMgx(const Backend& backend) { return std::strcmp(backend.name(), "mgx") == 0; }
 
@@ -38,6 +40,10 @@ bool Misplaced(const void* p, int device) {
   const Home home = Of(p);
   return home.device >= 0 && home.device != device;
 }
+
+bool Retired(const void* p) { return Of(p).retired; }
+
+bool Known(int device) { return device >= 0 && device < kDeviceCount; }
 
 }  // namespace
 
@@ -66,8 +72,27 @@ Home Of(const void* p) {
   return it == g_homes.end() ? Home{} : it->second;
 }
 
+bool EnvAllocatorMade(int device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return Known(device) && g_env_allocators[device]++ > 0;
+}
+
+void EnvAllocatorReleased(int device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (Known(device) && g_env_allocators[device] > 0) --g_env_allocators[device];
+}
+
+void RetireEnvBlocks(int device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& [p, home] : g_homes) {
+    if (home.device == device && home.session == 0) home.retired = true;
+  }
+}
+
 OrtStatus* CheckCopy(const Backend& backend, const OrtValue* src, const void* src_data, bool src_on_device,
                      const OrtValue* dst, const void* dst_data, bool dst_on_device) {
+  // A block of a destroyed pool: hipMemcpy's "invalid argument" (or an unknown DML handle).
+  if ((src_on_device && Retired(src_data)) || (dst_on_device && Retired(dst_data))) return ForeignPool(backend);
   if (src_on_device && Misplaced(src_data, LabelOf(src))) return WrongDevice(backend);
   if (dst_on_device && Misplaced(dst_data, LabelOf(dst))) return WrongDevice(backend);
   return nullptr;
@@ -78,6 +103,7 @@ OrtStatus* CheckLaunch(const Backend& backend, int64_t session, int device, cons
   for (const auto* list : {&inputs, &outputs}) {
     for (const DeviceTensor& t : *list) {
       if (Misplaced(t.data, device)) return WrongDevice(backend);
+      if (Retired(t.data)) return ForeignPool(backend);
     }
   }
   if (!Enabled(Bug::kPerSessionPool)) return nullptr;

@@ -32,10 +32,21 @@ int Resolve(int requested);
 struct Home {
   int device = -1;  // -1: not an allocator's block (never recorded, or already freed)
   int64_t session = 0;
+  bool retired = false;  // B14: its environment allocator was replaced while it was alive
 };
 void Record(const void* p, int device, int64_t session);
 void Forget(const void* p);
 Home Of(const void* p);
+
+// The environment's (shared) allocators of each device: ORT makes one per device at registration
+// and another when an application replaces it (CreateSharedAllocator). `EnvAllocatorMade` says
+// whether one of that device was alive already. Fixed: a replaced allocator's blocks stay valid
+// until freed. B14, after onnxruntime#32164/#32272 (registering an allocator for a device removed
+// the one made before it): the device's environment pool is reset for the newcomer, and every
+// block the earlier allocator handed out and is still alive stops being device memory.
+bool EnvAllocatorMade(int device);
+void EnvAllocatorReleased(int device);
+void RetireEnvBlocks(int device);
 
 // A copy: each device operand must live in the pool of the device its OrtValue is labelled with.
 OrtStatus* CheckCopy(const Backend& backend, const OrtValue* src, const void* src_data, bool src_on_device,

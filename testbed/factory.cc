@@ -280,24 +280,34 @@ OrtStatus* ORT_API_CALL TestbedFactory::CreateAllocatorImpl(OrtEpFactory* this_p
   TESTBED_API_BEGIN
   RETURN_ERROR_IF(memory_info != nullptr && !IsTestbedMemory(EpApi().MemoryInfo_GetMemoryDevice(memory_info)),
                   "RacefuzzTestbed: CreateAllocator was asked for memory this EP does not provide.");
-  // At registration this is the environment's shared allocator; under B4 it also serves the
-  // session whose CreateEp just ran on this thread (tagged so that the trace can name it).
+  // The environment's shared allocator (at registration, or an application's replacement);
+  // under B4 it also serves the session whose CreateEp just ran on this thread (tagged so that
+  // the trace can name it). Without B4 a binding left on this thread is no session's business.
   AllocatorOwner owner;
-  if (const SessionBinding* binding = BindingOnThisThread(self->generation_)) {
+  const SessionBinding* binding = BindingOnThisThread(self->generation_);
+  if (binding != nullptr && Enabled(Bug::kAllocatorFollowsSlot)) {
     owner = AllocatorOwner{binding->session, binding->backend};
   }
   // The device asked for: its blocks go to that device's pool, labelled with it.
   const int device = memory_info == nullptr ? 0
                                             : static_cast<int>(EpApi().MemoryDevice_GetDeviceId(
                                                   EpApi().MemoryInfo_GetMemoryDevice(memory_info)));
-  *allocator = new BackendAllocator(*self, /*bound: follow the slot*/ nullptr, owner, Placement{device, device, 0});
+  auto* made = new BackendAllocator(*self, /*bound: follow the slot*/ nullptr, owner, Placement{device, device, 0});
+  // Another environment allocator of this device is alive: ORT is replacing it (an application's
+  // CreateSharedAllocator). Its blocks stay valid until freed, except under B14.
+  if (made->env_level() && devices::EnvAllocatorMade(device) && Enabled(Bug::kSharedAllocatorReplaced)) {
+    devices::RetireEnvBlocks(device);
+  }
+  *allocator = made;
   return nullptr;
   TESTBED_API_END
 }
 
 void ORT_API_CALL TestbedFactory::ReleaseAllocatorImpl(OrtEpFactory* /*this_ptr*/, OrtAllocator* allocator) noexcept {
   // ORT releases allocators from both CreateAllocator paths here; they are all BackendAllocators.
-  delete static_cast<BackendAllocator*>(allocator);
+  auto* released = static_cast<BackendAllocator*>(allocator);
+  if (released->env_level()) devices::EnvAllocatorReleased(released->device());
+  delete released;
 }
 
 OrtStatus* ORT_API_CALL TestbedFactory::CreateDataTransferImpl(OrtEpFactory* this_ptr,

@@ -26,7 +26,7 @@ def test_doctor_on_the_fixed_testbed_shows_its_device_memory_and_every_pair_work
     assert "RacefuzzTestbed" in proc.stdout and "RacefuzzTestbed GPU" in proc.stdout
     rows = [line for line in proc.stdout.splitlines() if line.startswith(("│ dml", "│ mgx"))]
     # 3 profiles (dml, mgx, mgx1) x 4 models (tiny, mlp, wide, tail)
-    assert len(rows) == 12 and all(line.count(" ok ") == 4 for line in rows), rows
+    assert len(rows) == 12 and all(line.count(" ok ") == 5 for line in rows), rows
     # ORT's record of graph assignment: the testbed takes every node of its models.
     placed = [line.split("│")[3].strip() for line in rows]
     assert placed == ["2/2", "4/4", "4/4", "3/3"] * 3, placed

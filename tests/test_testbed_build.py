@@ -138,7 +138,7 @@ def test_the_cache_key_follows_the_sources(tmp_path: Path, monkeypatch: pytest.M
 def test_bug_env_names_the_switches_in_order() -> None:
     assert testbed.bug_env(["b3", "B1", "B3"]) == {"RACEFUZZ_TESTBED_BUGS": "B1,B3"}
     assert testbed.bug_env([]) == {"RACEFUZZ_TESTBED_BUGS": ""}
-    assert (*(f"B{i}" for i in range(1, 14)), "B15", "B16", "B17") == testbed.BUGS
+    assert tuple(f"B{i}" for i in range(1, 18)) == testbed.BUGS
 
 
 def test_bug_env_rejects_an_unknown_switch() -> None:

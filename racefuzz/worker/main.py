@@ -14,7 +14,7 @@ before the parent kills the process. The parent reads stderr afterwards.
 
 The job (parent -> worker, JSON on stdin): `{"schedule": <schedule JSON>, "libraries":
 {name: path}, "profiles": {name: {...}}, "models": {name: path}, "seed": int,
-"step_timeout": float}`.
+"step_timeout": float, "env_api": path | null}` (the last: `racefuzz/native/envapi.c` built).
 """
 
 from __future__ import annotations
@@ -54,7 +54,13 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     steps: list[dict[str, Any]] = schedule["steps"]
     step_timeout = float(job.get("step_timeout", 10.0))
     profiles = {n: Profile.from_json(n, d) for n, d in job["profiles"].items()}
-    runtime = Runtime(job["libraries"], profiles, job["models"], int(job.get("seed", 0)))
+    runtime = Runtime(
+        job["libraries"],
+        profiles,
+        job["models"],
+        int(job.get("seed", 0)),
+        env_api=job.get("env_api"),
+    )
     if job.get("tolerance"):
         runtime.rtol, runtime.atol = (float(x) for x in job["tolerance"])
 

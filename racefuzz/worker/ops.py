@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from racefuzz.worker import handoff, runs
+from racefuzz.worker import env_api, handoff, runs
 
 ATOL = 1e-4
 RTOL = 1e-4
@@ -140,6 +140,7 @@ def is_own_bug(e: BaseException) -> bool:
         __file__,
         handoff.__file__,
         runs.__file__,
+        env_api.__file__,
     )
 
 
@@ -159,7 +160,7 @@ def makes(field: str) -> Callable[[Handler], Handler]:
     return mark
 
 
-class Runtime(handoff.HandoffOps, runs.RunOps):
+class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
     def __init__(
         self,
         libraries: Mapping[str, str],
@@ -167,8 +168,10 @@ class Runtime(handoff.HandoffOps, runs.RunOps):
         models: Mapping[str, str],
         seed: int = 0,
         record_placement: bool = False,
+        env_api: str | None = None,
     ) -> None:
         self.record_placement = record_placement  # for `placement()` (racefuzz doctor)
+        self.env_api = env_api  # racefuzz/native/envapi.c built, for `share`; None: not here
         self.rtol, self.atol = RTOL, ATOL  # a GPU target's own tolerance replaces these
         self.libraries = dict(libraries)
         self.profiles = dict(profiles)

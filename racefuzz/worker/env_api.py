@@ -1,0 +1,163 @@
+"""`share`, and the environment-level calls of ORT's C API it needs that Python does not expose.
+
+`share` replaces the environment's shared allocator of a profile's device memory with a new one
+(`CreateSharedAllocator`, as an application does to change its configuration), before or after
+sessions and values of that device exist. ORT keeps the replaced allocator while memory from it
+is alive, so everything made earlier must still work (checked by the ops that use it later).
+
+The way in is `racefuzz/native/envapi.c`: an EP library with no EP, registered once per worker
+under `REGISTERED_AS`, whose CreateEpFactories keeps the OrtApiBase that ORT hands it. From
+there, `OrtApiBase::GetApi` gives the process's OrtApi table, and each call is read from it by
+its index: the table only ever grows at its end, so an index never changes (ORT's ABI rule).
+The indices below are those of onnxruntime_c_api.h; API version 23 (ORT 1.23) is the first with
+shared allocators for EP devices.
+
+Part of the worker's ops (`Runtime` mixes `EnvOps` in); imports only the stdlib and
+onnxruntime, and `repro.py` embeds it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import onnxruntime as ort
+
+if TYPE_CHECKING:
+    from racefuzz.worker.ops import Outcome, Profile
+
+REGISTERED_AS = "racefuzz_envapi"
+API_VERSION = 23
+# OrtApi slots (function pointer index in the struct).
+_GET_ERROR_MESSAGE = 2
+_CREATE_ENV = 3
+_RELEASE_ENV = 92
+_RELEASE_STATUS = 93
+_GET_EP_DEVICES = 303
+_HARDWARE_DEVICE_ID = 310
+_EP_DEVICE_EP_NAME = 312
+_EP_DEVICE_DEVICE = 316
+_CREATE_SHARED_ALLOCATOR = 375
+_ORT_LOGGING_LEVEL_WARNING = 2
+_ORT_DEVICE_ALLOCATOR = 0  # OrtAllocatorType: the only type CreateSharedAllocator takes
+
+_P = ctypes.c_void_p
+_lock = threading.Lock()
+_api: list[ctypes.Array[ctypes.c_void_p]] = []
+
+
+class _ApiBase(ctypes.Structure):
+    _fields_ = [
+        ("GetApi", ctypes.CFUNCTYPE(_P, ctypes.c_uint32)),
+        ("GetVersionString", ctypes.CFUNCTYPE(ctypes.c_char_p)),
+    ]
+
+
+def _table(helper: str) -> ctypes.Array[ctypes.c_void_p]:
+    """The OrtApi table, the helper library registered on first use."""
+    with _lock:
+        if not _api:
+            ort.register_execution_provider_library(REGISTERED_AS, helper)
+            get_base = ctypes.CDLL(helper).racefuzz_ort_api_base
+            get_base.restype = ctypes.POINTER(_ApiBase)
+            table = get_base().contents.GetApi(API_VERSION)
+            if not table:
+                raise RuntimeError(f"this onnxruntime has no C API version {API_VERSION}")
+            _api.append((ctypes.c_void_p * 400).from_address(table))
+        return _api[0]
+
+
+def _call(table: Any, slot: int, restype: Any, *args: tuple[Any, Any]) -> Any:
+    fn = ctypes.CFUNCTYPE(restype, *(t for t, _ in args))(table[slot])
+    return fn(*(v for _, v in args))
+
+
+def _check(table: Any, status: int | None) -> None:
+    if status:
+        message = _call(table, _GET_ERROR_MESSAGE, ctypes.c_char_p, (_P, status))
+        _call(table, _RELEASE_STATUS, None, (_P, status))
+        raise RuntimeError(message.decode(errors="replace"))
+
+
+def create_shared_allocator(helper: str, ep_name: str, device_id: int, mem_type: int) -> None:
+    """CreateSharedAllocator for the OrtEpDevice of `ep_name` on hardware device `device_id`:
+    a new shared allocator of that device's `mem_type` memory replaces the environment's."""
+    t = _table(helper)
+    env = _P()
+    # The process has one OrtEnv: CreateEnv hands it out again (and ReleaseEnv gives it back).
+    _check(
+        t,
+        _call(
+            t,
+            _CREATE_ENV,
+            _P,
+            (ctypes.c_int, _ORT_LOGGING_LEVEL_WARNING),
+            (ctypes.c_char_p, b"racefuzz"),
+            (ctypes.POINTER(_P), ctypes.byref(env)),
+        ),
+    )
+    try:
+        devices, count = ctypes.POINTER(_P)(), ctypes.c_size_t()
+        _check(
+            t,
+            _call(
+                t,
+                _GET_EP_DEVICES,
+                _P,
+                (_P, env),
+                (ctypes.POINTER(ctypes.POINTER(_P)), ctypes.byref(devices)),
+                (ctypes.POINTER(ctypes.c_size_t), ctypes.byref(count)),
+            ),
+        )
+        for i in range(count.value):
+            d = devices[i]
+            name = _call(t, _EP_DEVICE_EP_NAME, ctypes.c_char_p, (_P, d))
+            hw = _call(t, _EP_DEVICE_DEVICE, _P, (_P, d))
+            if (
+                name.decode() != ep_name
+                or _call(t, _HARDWARE_DEVICE_ID, ctypes.c_uint32, (_P, hw)) != device_id
+            ):
+                continue
+            _check(
+                t,
+                _call(
+                    t,
+                    _CREATE_SHARED_ALLOCATOR,
+                    _P,
+                    (_P, env),
+                    (_P, d),
+                    (ctypes.c_int, mem_type),
+                    (ctypes.c_int, _ORT_DEVICE_ALLOCATOR),
+                    (_P, None),
+                    (_P, None),
+                ),
+            )
+            return
+        raise RuntimeError(f"no OrtEpDevice of '{ep_name}' on device {device_id}")
+    finally:
+        _call(t, _RELEASE_ENV, None, (_P, env))
+
+
+class _Host(Protocol):
+    """What `op_share` uses of `Runtime`."""
+
+    profiles: dict[str, Profile]
+    env_api: str | None
+
+    def _devices(self, profile: Profile) -> list[Any]: ...
+    def _memory_info(self, profile: Profile) -> Any: ...
+
+
+class EnvOps:
+    def op_share(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+        profile = self.profiles[step["profile"]]
+        if self._memory_info(profile) is None:
+            return {"ok": True, "check": None, "detail": "skipped: the EP computes in host memory"}
+        if not self.env_api:
+            return {"ok": True, "check": None, "detail": "skipped: no C compiler for envapi.c"}
+        device_id = self._devices(profile)[0].device.device_id
+        default_memory = int(ort.OrtDeviceMemoryType.DEFAULT)
+        create_shared_allocator(self.env_api, profile.ep_name, device_id, default_memory)
+        return {"ok": True}
