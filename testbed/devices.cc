@@ -32,6 +32,13 @@ OrtStatus* ForeignPool(const Backend& backend) {
   return Error(IsMgx(backend) ? "HIP failure 1: invalid argument" : "DML failure: 0x80070057 invalid allocation handle");
 }
 
+// A block of a pool that was destroyed under it (B14): what HIP says of a handle it no longer
+// knows (hipErrorInvalidHandle), or DML's E_HANDLE.
+OrtStatus* RetiredPool(const Backend& backend) {
+  return Error(IsMgx(backend) ? "HIP failure 400: invalid resource handle"
+                              : "DML failure: 0x80070006 the handle is invalid");
+}
+
 int LabelOf(const OrtValue* value) {
   return static_cast<int>(EpApi().MemoryDevice_GetDeviceId(EpApi().Value_GetMemoryDevice(value)));
 }
@@ -91,8 +98,7 @@ void RetireEnvBlocks(int device) {
 
 OrtStatus* CheckCopy(const Backend& backend, const OrtValue* src, const void* src_data, bool src_on_device,
                      const OrtValue* dst, const void* dst_data, bool dst_on_device) {
-  // A block of a destroyed pool: hipMemcpy's "invalid argument" (or an unknown DML handle).
-  if ((src_on_device && Retired(src_data)) || (dst_on_device && Retired(dst_data))) return ForeignPool(backend);
+  if ((src_on_device && Retired(src_data)) || (dst_on_device && Retired(dst_data))) return RetiredPool(backend);
   if (src_on_device && Misplaced(src_data, LabelOf(src))) return WrongDevice(backend);
   if (dst_on_device && Misplaced(dst_data, LabelOf(dst))) return WrongDevice(backend);
   return nullptr;
@@ -103,7 +109,7 @@ OrtStatus* CheckLaunch(const Backend& backend, int64_t session, int device, cons
   for (const auto* list : {&inputs, &outputs}) {
     for (const DeviceTensor& t : *list) {
       if (Misplaced(t.data, device)) return WrongDevice(backend);
-      if (Retired(t.data)) return ForeignPool(backend);
+      if (Retired(t.data)) return RetiredPool(backend);
     }
   }
   if (!Enabled(Bug::kPerSessionPool)) return nullptr;

@@ -60,7 +60,7 @@ def test_the_fixed_design_keeps_memory_of_a_replaced_allocator(testbed_library: 
 def test_b14_loses_a_value_only_when_its_allocator_is_replaced(testbed_library: Path) -> None:
     target = load_target("testbed:B14")
     assert found(executor.run(target, STORY)) == {
-        ("error", "read", "HIP failure N: invalid argument")
+        ("error", "read", "HIP failure N: invalid resource handle")
     }
     without = Schedule(1, (REGISTER, CREATE, ALLOC, READ, Step(0, Op.RUN, session="s1")), "plain")
     assert found(executor.run(target, without)) == set()
