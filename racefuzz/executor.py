@@ -142,6 +142,25 @@ def _signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
+# How much of a worker's stderr is read: all of it up to the cap, else its head (where a crash's
+# stacks begin) and its tail. Two threads faulting at once can make faulthandler print "Fatal
+# Python error" until the stack runs out: megabytes, in every finding and bundle.
+STDERR_CAP = 2 << 20
+STDERR_HEAD = 1 << 20
+STDERR_END = 512 << 10
+
+
+def read_capped(path: Path) -> str:
+    with path.open("rb") as f:
+        data = f.read(STDERR_CAP + 1)
+        if len(data) > STDERR_CAP:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(size - STDERR_END)
+            cut = size - STDERR_HEAD - STDERR_END
+            data = data[:STDERR_HEAD] + f"\n[racefuzz: {cut} bytes cut]\n".encode() + f.read()
+    return data.decode("utf-8", errors="replace")
+
+
 def extract_stacks(stderr: str) -> str:
     """The crash tracer's native frames (named) and faulthandler's part of stderr (fatal
     signal or watchdog dump), or ''."""
@@ -240,7 +259,7 @@ def run(
             result = _supervise(launched, schedule, options, t0)
         finally:
             track(launched.pid, False)
-        stderr = err_path.read_text(encoding="utf-8", errors="replace")
+        stderr = read_capped(err_path)
         trace: tuple[dict[str, Any], ...] = ()
         if trace_path is not None and trace_path.exists():
             trace = tuple(_read_jsonl(trace_path))

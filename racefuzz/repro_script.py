@@ -96,6 +96,7 @@ def child(job):
     load_module("racefuzz.worker.lifeline", LIFELINE_SOURCE)
     load_module("racefuzz.worker.native_trace", NATIVE_TRACE_SOURCE)
     worker = load_module("racefuzz.worker.main", WORKER_SOURCE)
+    worker.no_core_dumps()
     job = json.loads(job)
     job.update(schedule=SCHEDULE, profiles=PROFILES)
     import faulthandler

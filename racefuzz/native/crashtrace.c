@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MAX_FRAMES 64
@@ -76,7 +77,24 @@ static void say_frame(int index, void *address) {
   say("\n");
 }
 
+/* The thread that took the first fatal signal (0: none yet). Threads that fault after it wait
+ * for it to end the process: if each ran the chain, one could put faulthandler's handler back
+ * after faulthandler had restored the default and re-raised, and faulthandler would then catch
+ * its own re-raise, printing "Fatal Python error" until the stack ran out (seen with 16 threads
+ * faulting at once). */
+static volatile long g_first = 0;
+
 static void on_fatal(int sig, siginfo_t *info, void *context) {
+  const long me = (long)syscall(SYS_gettid);
+  const long first = __sync_val_compare_and_swap(&g_first, 0, me);
+  if (first != 0 && first != me) {
+    for (;;) pause(); /* the first thread's handler ends the process */
+  }
+  if (first == me) { /* a fault inside our own handling: die of it plainly */
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
   void *frames[MAX_FRAMES];
   int n = backtrace(frames, MAX_FRAMES);
   say(NATIVE_STACK_HEADER "\n");

@@ -19,6 +19,7 @@ The job (parent -> worker, JSON on stdin): `{"schedule": <schedule JSON>, "libra
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -106,8 +107,18 @@ def protocol_stream() -> IO[str]:
     return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
 
 
+def no_core_dumps() -> None:
+    """A crashing worker is what racefuzz is for: it must not write a core file each time
+    (with a GPU driver mapped, one may take gigabytes of disk and minutes of I/O)."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource  # POSIX only
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def main() -> None:
     die_with_parent(os.getppid())
+    no_core_dumps()
     faulthandler.enable(file=sys.stderr, all_threads=True)
     native_trace.install()
     channel = Channel(protocol_stream())

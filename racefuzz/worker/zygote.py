@@ -31,6 +31,7 @@ from racefuzz.worker.lifeline import die_with_parent
 
 def _child(request: dict[str, object], zygote: int) -> None:
     die_with_parent(zygote)  # a killed zygote takes its child along, never orphans it
+    worker_main.no_core_dumps()
     err_fd = os.open(str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(err_fd, 2)
     os.dup2(err_fd, 1)  # native prints land in the stderr file, never in the protocol
