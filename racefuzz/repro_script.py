@@ -58,8 +58,8 @@ environment does not set, so `NAME= python repro.py ...` overrides one.
 
 from __future__ import annotations
 
-import argparse, base64, json, linecache, os, queue, signal, subprocess, sys, tempfile
-import threading, time, types
+import argparse, base64, contextlib, json, linecache, os, queue, signal, subprocess, sys
+import tempfile, threading, time, types
 
 GRACE_S = 1.5  # after a step timeout: time for the child's stack dump to reach stderr
 
@@ -180,15 +180,20 @@ def verdict(events, returncode, hung, trace_path, normalise, reports):
             message = e.get("message", "")
             if kind == "error" and step_op == op and normalise(message) == FINDING["message"]:
                 return True, f"error at step {i} ({step_op}): {message}"
-            problems.append(f"error at step {i} ({step_op}): {message}")
+            problems.append((i, f"error at step {i} ({step_op}): {message}"))
         elif e.get("check") not in (None, "ok"):
             if e["check"] == kind and step_op == op:
                 return True, f"{kind} at step {i} ({step_op}): {e.get('detail', '')}"
-            problems.append(f"{e['check']} at step {i} ({step_op}): {e.get('detail', '')}")
-    if FINDING.get("overlap") and (problems or hung or not ended or returncode != 0):
-        # Clustered by the overlap's shape: any failure after it is this finding again.
-        what = problems[0] if problems else "hang" if hung else f"crash ({how_it_died(returncode)})"
+            problems.append((i, f"{e['check']} at step {i} ({step_op}): {e.get('detail', '')}"))
+    # Clustered by the overlap's shape: any failure from its first overlap group on is this
+    # finding again (one before it is not: the oracle gives such a failure no overlap).
+    first = min((i for i, x in enumerate(steps) if x.get("group") is not None), default=len(steps))
+    late = [p for i, p in problems if i >= first]
+    died = hung or not ended or returncode != 0
+    if FINDING.get("overlap") and (late or (died and max(started, default=-1) >= first)):
+        what = late[0] if late else "hang" if hung else f"crash ({how_it_died(returncode)})"
         return True, f"{what} (after the {FINDING['overlap']} overlap)"
+    problems = [p for _, p in problems]
     if hung or not ended or returncode != 0:
         died = "hang" if hung else "crash"
         what = "hang" if hung else f"crash ({how_it_died(returncode)})"
@@ -235,12 +240,9 @@ def build_env_api(tmp):
     source, built = os.path.join(tmp, "envapi.c"), os.path.join(tmp, "libracefuzz_envapi.so")
     with open(source, "w", encoding="utf-8") as f:
         f.write(ENVAPI_C)
-    cc = os.environ.get("CC") or "cc"
-    try:
-        done = subprocess.run([cc, "-shared", "-fPIC", "-o", built, source], capture_output=True)
-    except OSError:
-        return None
-    return built if done.returncode == 0 else None
+    cmd = [os.environ.get("CC") or "cc", "-shared", "-fPIC", "-o", built, source]
+    with contextlib.suppress(OSError):
+        return built if subprocess.run(cmd, capture_output=True).returncode == 0 else None
 
 
 def main(argv):

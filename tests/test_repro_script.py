@@ -137,6 +137,17 @@ def test_under_overlap_clustering_any_failure_after_the_group_reproduces(
     assert "(after the create overlap)" in proc.stdout
 
 
+def test_under_overlap_clustering_a_failure_before_the_group_does_not_reproduce(
+    tmp_path: Path, finding: Finding
+) -> None:
+    # The ghost create (step 2) fails before the only overlap group (the run, step 3).
+    late = FAILS.with_steps(replace(s, group=1) if s.op is Op.RUN else s for s in FAILS.steps)
+    other = replace(finding, kind="zeroed", op="run", message="output N", overlap="run")
+    proc = _run(_write(tmp_path, late, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "replay 1/1: not reproduced: something else: error at step 2" in proc.stdout
+
+
 def test_a_missing_library_file_is_one_line_and_exit_2(script: Path) -> None:
     proc = _run(script, "/nonexistent/libep.so")
     assert (proc.returncode, proc.stdout) == (2, "")
