@@ -272,6 +272,7 @@ SPECS: Mapping[Op, OpSpec] = {
             peer=_SES,
             needs_registration=True,
             weight=0.6,
+            race_as="run",
         ),
         # Completes on an ORT intra-op pool thread; a profile whose pool has no thread for it
         # (intra_op_threads=1) gets a skipped step, not a finding (racefuzz/worker/runs.py). Not
@@ -284,6 +285,7 @@ SPECS: Mapping[Op, OpSpec] = {
             ("session",),
             weight=1.0,
             on_ort_thread=True,
+            race_as="run",
         ),
         # Sets RunOptions.terminate on the session's runs in flight, or arms its next run; a run
         # so stopped is no finding, but what the session computes afterwards is checked.

@@ -110,6 +110,10 @@ def test_overlap_clustering_makes_any_failure_after_a_group_one_cluster_per_shap
     )
     assert overlap_shape(sched, 2) == ""  # nothing overlapped yet: the symptom decides
     assert overlap_shape(sched, 5) == "run"  # run beside run_bound is two runs racing
+    computes = sched.with_steps(
+        replace(s, op=Op.RUN_ASYNC) if s.op is Op.RUN else s for s in sched.steps
+    )
+    assert overlap_shape(computes, 5) == "run"  # run_async computes as a run does
     error = (StepOutcome(3, False, "Device is lost 7"),)
     zeroed = (StepOutcome(5, True, check=Check.CORRUPT, detail="9 of 256 elements changed"),)
     crash = RunResult(sched, (), Exit.CRASH, returncode=-11, signal="SIGSEGV", in_flight=(4,))
