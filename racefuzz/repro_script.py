@@ -30,6 +30,7 @@ from racefuzz.repro_parts import (
     text_timeline,
     usage,
 )
+from racefuzz.repro_verdict import VERDICT_SOURCE
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
@@ -157,58 +158,7 @@ def how_it_died(returncode):
     return f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
 
 
-def verdict(events, returncode, hung, trace_path, normalise, reports):
-    """(reproduced, what this replay did) for one replay; `reports`: (kind, summary) of each
-    sanitizer report in its stderr."""
-    steps, kind, op = SCHEDULE["steps"], FINDING["kind"], FINDING["op"]
-    for found, summary in reports:
-        if (found, summary) == (kind, FINDING["message"]):
-            return True, f"{found}: {summary}"
-
-    def op_of(i):  # index len(steps) is racefuzz's teardown step
-        return steps[i]["op"] if i < len(steps) else "teardown"
-
-    done = {e["step"]: e for e in events if e.get("ev") == "done"}
-    started = {e["step"] for e in events if e.get("ev") == "start"}
-    in_flight = sorted(started - set(done))
-    ended = any(e.get("ev") == "end" for e in events)
-    flying = ", ".join(f"step {i} ({op_of(i)})" for i in in_flight) or "no step"
-    problems = []
-    for i in sorted(done):
-        e, step_op = done[i], op_of(i)
-        if not e.get("ok"):
-            message = e.get("message", "")
-            if kind == "error" and step_op == op and normalise(message) == FINDING["message"]:
-                return True, f"error at step {i} ({step_op}): {message}"
-            problems.append((i, f"error at step {i} ({step_op}): {message}"))
-        elif e.get("check") not in (None, "ok"):
-            if e["check"] == kind and step_op == op:
-                return True, f"{kind} at step {i} ({step_op}): {e.get('detail', '')}"
-            problems.append((i, f"{e['check']} at step {i} ({step_op}): {e.get('detail', '')}"))
-    # Clustered by the overlap's shape: any failure from its first overlap group on is this
-    # finding again (one before it is not: the oracle gives such a failure no overlap).
-    first = min((i for i, x in enumerate(steps) if x.get("group") is not None), default=len(steps))
-    late = [p for i, p in problems if i >= first]
-    died = hung or not ended or returncode != 0
-    if FINDING.get("overlap") and (late or (died and max(started, default=-1) >= first)):
-        what = late[0] if late else "hang" if hung else f"crash ({how_it_died(returncode)})"
-        return True, f"{what} (after the {FINDING['overlap']} overlap)"
-    problems = [p for _, p in problems]
-    if hung or not ended or returncode != 0:
-        died = "hang" if hung else "crash"
-        what = "hang" if hung else f"crash ({how_it_died(returncode)})"
-        ops_in_flight = {op_of(i) for i in in_flight}
-        same_op = bool(ops_in_flight & set(op.split("+"))) or (op == "none" and not in_flight)
-        return kind == died and same_op, f"{what} with {flying} in flight"
-    if kind == "misroute" and trace_path and os.path.exists(trace_path):
-        with open(trace_path, encoding="utf-8", errors="replace") as f:
-            lines = [json.loads(x) for x in f if x.strip().startswith("{")]
-        bad = [x for x in lines if x.get("misroute") and x.get("ev") == op]
-        if bad:
-            return True, f"misroute: {json.dumps(bad[0])}"
-    if problems:
-        return False, "something else: " + "; ".join(problems)
-    return False, f"clean: all {len(steps)} steps ok"
+@@VERDICT@@
 
 
 def parse_libraries(args):
@@ -253,13 +203,15 @@ def main(argv):
     parser.add_argument("--times", type=int, default=@@TIMES@@, help="replays (default @@TIMES@@)")
     parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT, metavar="S")
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the random inputs")
+    parser.add_argument("--parallel", type=int, default=1, metavar="N",
+                        help="replays at once (a GPU race may need the load a campaign had)")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)
     try:
         args = parser.parse_args(argv)
         if args.child is not None:
             child(args.child)
-        if args.times < 1 or args.step_timeout <= 0:
-            raise Usage("--times must be at least 1 and --step-timeout positive")
+        if args.times < 1 or args.parallel < 1 or args.step_timeout <= 0:
+            raise Usage("--times and --parallel must be at least 1, --step-timeout positive")
         libraries = parse_libraries(args)
     except Usage as e:
         print(f"repro.py: error: {e}", file=sys.stderr)
@@ -280,12 +232,24 @@ def main(argv):
         job = {"libraries": libraries, "models": models, "seed": args.seed,
                "step_timeout": args.step_timeout, "tolerance": TOLERANCE,
                "env_api": build_env_api(tmp)}
-        shown = False
-        for n in range(1, args.times + 1):
-            trace = None
+        shown, done = False, {}
+
+        def one(n):  # one replay in its own process, with its own trace file
+            run_env = dict(env)
             if TRACE and "RACEFUZZ_TESTBED_TRACE" not in os.environ:
-                trace = env["RACEFUZZ_TESTBED_TRACE"] = os.path.join(tmp, f"trace{n}.jsonl")
-            events, returncode, hung, stderr = replay(job, env, args.step_timeout)
+                run_env["RACEFUZZ_TESTBED_TRACE"] = os.path.join(tmp, f"trace{n}.jsonl")
+            done[n] = (run_env.get("RACEFUZZ_TESTBED_TRACE"),
+                       *replay(job, run_env, args.step_timeout))
+
+        for n in range(1, args.times + 1):
+            if n not in done:  # the next batch of --parallel replays, all at once
+                batch = [threading.Thread(target=one, args=(k,))
+                         for k in range(n, min(n + args.parallel, args.times + 1))]
+                for t in batch:
+                    t.start()
+                for t in batch:
+                    t.join()
+            trace, events, returncode, hung, stderr = done.pop(n)
             if not any(e.get("ev") == "ready" for e in events) and not hung:
                 tail = (stderr.strip().splitlines() or ["no output"])[-1]
                 print(f"repro.py: error: the replay process failed to start: {tail}",
@@ -397,6 +361,7 @@ def repro_source(
         "MODELS": "\n".join(encoded),
         "NORMALISE": literal(normalise_source()),
         **embedded_sources(native=any(s.op is Op.SHARE for s in schedule.steps)),
+        "VERDICT": VERDICT_SOURCE,
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.
     return re.sub(r"@@([A-Z_]+)@@", lambda m: str(fills[m.group(1)]), _TEMPLATE)

@@ -186,8 +186,16 @@ def test_a_target_without_libraries_takes_no_path(tmp_path: Path, finding: Findi
     )
 
 
+def test_parallel_replays_run_in_batches_and_report_in_order(script: Path) -> None:
+    proc = _run(script, str(LIBRARY), "--times", "5", "--parallel", "3")
+    assert proc.returncode == 1, proc.stderr
+    replays = [x.split(":")[0] for x in proc.stdout.splitlines() if x.startswith("replay ")]
+    assert replays == [f"replay {n}/5" for n in range(1, 6)]
+    assert proc.stdout.splitlines()[-1] == "reproduced 5/5"
+
+
 def test_bad_options_are_one_line_and_exit_2(script: Path) -> None:
-    for args in (("--times", "0"), ("--bogus",)):
+    for args in (("--times", "0"), ("--parallel", "0"), ("--bogus",)):
         proc = _run(script, str(LIBRARY), *args)
         assert proc.returncode == 2 and proc.stdout == ""
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("repro.py: error: ")

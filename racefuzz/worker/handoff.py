@@ -31,10 +31,16 @@ class _DLTensorHead(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice)]
 
 
-def dl_device(value: Any) -> tuple[int, int]:
+def dl_device(value: Any) -> tuple[int, int] | None:
     """(DLPack device type, device id) of an OrtValue: Python has no OrtValue.memory_info(), and
-    DLPack carries the id ORT labelled the value with (every GPU is kDLCUDA, 2; host is 1)."""
-    capsule = value._get_c_value().to_dlpack()
+    DLPack carries the id ORT labelled the value with (every GPU is kDLCUDA, 2; host is 1).
+    None where ORT cannot export the EP's memory (WebGPU buffers): the place is then unknown."""
+    try:
+        capsule = value._get_c_value().to_dlpack()
+    except Exception as e:  # ORT's own refusal, e.g. "DLPack export is not supported for ..."
+        if "DLPack" not in str(e):
+            raise
+        return None
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     head = _DLTensorHead.from_address(get(capsule, _DLPACK_NAME))
@@ -47,7 +53,10 @@ def where_check(values: Sequence[Any], device_id: int | None) -> tuple[str, str]
     if device_id is None:
         return "ok", ""
     for k, v in enumerate(values):
-        kind, got = dl_device(v)
+        where = dl_device(v)
+        if where is None:
+            continue
+        kind, got = where
         if kind != 1 and got != device_id:
             return "misplaced", f"value {k}: on device {got}, asked for device {device_id}"
     return "ok", ""
