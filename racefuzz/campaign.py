@@ -34,7 +34,7 @@ import trio
 from racefuzz import campaign_store, executor, strategies
 from racefuzz.atomic_file import write_text
 from racefuzz.baseline import Baselines
-from racefuzz.campaign_state import CampaignState, FindingRecord
+from racefuzz.campaign_state import AloneUnderOverlap, CampaignState, FindingRecord
 from racefuzz.disk_reserve import Reserve
 from racefuzz.errors import InternalError
 from racefuzz.executor import Launcher
@@ -121,6 +121,7 @@ class Campaign:
         self._task_slots = 0  # slots busy with tasks now
         self._task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
         self._fuzz_s = 0.0
+        self._alone = AloneUnderOverlap()
         (out_dir / "findings").mkdir(parents=True, exist_ok=True)
         (out_dir / "corpus").mkdir(parents=True, exist_ok=True)
 
@@ -286,7 +287,7 @@ class Campaign:
         # explanation, shown in its report, not a root cause of its own: only a silent misroute
         # (nothing else went wrong) opens a cluster.
         visible = any(f.kind != "misroute" for f in result.findings)
-        for f in result.findings:
+        for f in map(self._alone.route, result.findings):
             rec = st.findings.get(f.cluster)
             if rec is not None:
                 if rec.add_member(f, result):  # shrinking starts from the smallest member
@@ -325,6 +326,7 @@ class Campaign:
                 # the campaign on a hung EP.
                 run = lambda s: self._execute(s, launcher)  # noqa: E731
                 rec.finding = baselines.classify(result.schedule, rec.finding, run)
+                self._alone.learn(rec.finding)
 
             self._add_task(_rank(finding), f"baseline of {finding.kind} on {finding.op}", classify)
         self._queue_shrink(rec, lambda: rec.smallest)

@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from racefuzz.baseline import ALONE
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import dumps
@@ -169,3 +170,23 @@ def _story(schedule: Schedule) -> set[str]:
         ]
         out.add(dumps(Schedule(schedule.threads, tuple(steps))))
     return out
+
+
+class AloneUnderOverlap:
+    """Under overlap clustering, a symptom whose baseline says it fails alone (an EP limit,
+    deterministic whatever overlapped before it) stays in the first cluster it opened, instead
+    of opening one per overlap shape it happens to follow. Written by baseline tasks (worker
+    threads: one dict store), read when results are recorded."""
+
+    def __init__(self) -> None:
+        self._shape: dict[str, str] = {}  # symptom cluster key -> the overlap shape it keeps
+
+    def learn(self, finding: Finding) -> None:
+        if finding.origin == ALONE:  # its shape may be "": it opened a symptom cluster
+            self._shape.setdefault(replace(finding, overlap="").cluster, finding.overlap)
+
+    def route(self, finding: Finding) -> Finding:
+        if not finding.overlap:
+            return finding
+        shape = self._shape.get(replace(finding, overlap="").cluster, finding.overlap)
+        return finding if shape == finding.overlap else replace(finding, overlap=shape)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from racefuzz.campaign_state import AloneUnderOverlap
 from racefuzz.oracles import judge, normalise, overlap_shape
-from racefuzz.outcome import Check, Exit, RunResult, StepOutcome
+from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
 from racefuzz.schedule import Op, Schedule, Step
 
 SCHED = Schedule(
@@ -159,3 +160,20 @@ def test_a_crash_on_an_ort_thread_is_the_crash_of_the_op_in_flight_that_works_th
     )
     plain = replace(crash, in_flight=(4,))  # nothing in flight works on ORT's threads
     assert judge(plain).findings[0].cluster == "crash|SIGSEGV|feed"
+
+
+def test_a_symptom_that_fails_alone_stays_in_the_first_cluster_it_opened() -> None:
+    alone = AloneUnderOverlap()
+    first = Finding("error", "alloc", "DLPack export is not supported", ("webgpu",), 3)
+    later = replace(first, overlap="copy+run")
+    other = replace(first, message="CommandEncoder is already finished", overlap="run")
+    assert alone.route(later) == later  # nothing learnt yet: the overlap decides
+    alone.learn(replace(first, overlap="create", origin="interleaving"))
+    assert alone.route(later) == later  # an interleaving finding teaches nothing
+    alone.learn(replace(first, origin="alone"))  # it opened a symptom cluster, then failed alone
+    assert (
+        alone.route(later).cluster == first.cluster == "error|alloc|DLPack export is not supported"
+    )
+    assert alone.route(other) == other  # another symptom keeps its overlap
+    alone.learn(replace(first, overlap="copy", origin="alone"))  # the first one learnt stays
+    assert alone.route(later).cluster == first.cluster
