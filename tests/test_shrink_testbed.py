@@ -28,7 +28,9 @@ def story(schedule: Schedule) -> list[str]:
     names: dict[str, str] = {}
     out = []
     for s in schedule.steps:
-        p = names.setdefault(s.profile, "AB"[len(names)]) if s.profile else ""
+        if s.profile and s.profile not in names:
+            names[s.profile] = "AB"[len(names)]  # the originals use two profiles
+        p = names.get(s.profile or "", "")
         subject = s.session or s.value or ""
         group = "*" if s.group is not None else ""
         out.append(f"{s.thread}:{s.op} {subject} {p}{group}".strip())
