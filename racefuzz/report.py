@@ -25,6 +25,9 @@ from racefuzz.shrink import confirmed
 from racefuzz.target import Target
 
 REPLAYS_SUGGESTED = 20
+# repro.py replays at once for an overlap-clustered (GPU) target: webgpu's concurrent create-and-run
+# reproduced 0/40 alone on an H200 and 19/40 eight at a time (bench/results/gpu.md).
+REPRO_PARALLEL = 8
 TRACE_LINES_SHOWN = 60
 TEARDOWN = "teardown (dropping what the schedule left alive)"  # the worker's last step
 ORIGIN = {
@@ -225,6 +228,8 @@ def _commands(meta: Mapping[str, Any], minimal: Schedule) -> list[str]:
         repro = "python repro.py" + "".join(
             f" --library {shlex.quote(f'{n}={paths[n]}')}" for n in names
         )
+    if target.cluster_by == "overlap":  # a GPU target's race may show only under load
+        repro += f" --parallel {REPRO_PARALLEL}"
     seed = meta.get("seed", 0)
     replay += f" --times {REPLAYS_SUGGESTED}" + (f" --seed {seed}" if seed else "")
     return _fence(f"{replay}\n{repro}", "sh")
