@@ -6,7 +6,6 @@ The failing run is real: a target whose profile asks for an EP device no library
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -233,7 +232,7 @@ def test_a_library_target_bundle_passes_the_library_path_to_repro(tmp_path: Path
     text = (folder / "report.md").read_text()
     assert f"python repro.py {nxrt.libraries[0].path}\n```\n" in text
     # A GPU target's race may need the load a campaign had: its bundle says to replay in parallel.
-    overlap = dataclasses.replace(target, cluster_by="overlap")
+    overlap = replace(target, cluster_by="overlap")
     again = bundles.write_bundle(
         tmp_path, run.findings[0], schedule, schedule, run, overlap, "g2", (1, 1)
     )
