@@ -326,7 +326,7 @@ class Campaign:
                 # the campaign on a hung EP.
                 run = lambda s: self._execute(s, launcher)  # noqa: E731
                 rec.finding = baselines.classify(result.schedule, rec.finding, run)
-                self._alone.learn(rec.finding)
+                self._alone.learn(rec)
 
             self._add_task(_rank(finding), f"baseline of {finding.kind} on {finding.op}", classify)
         self._queue_shrink(rec, lambda: rec.smallest)

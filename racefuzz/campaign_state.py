@@ -42,7 +42,8 @@ class FindingRecord:
     bundle: Path | None = None
     signatures: set[str] = field(default_factory=set)
     known: bool = False  # listed in the known-issues file
-    duplicate_of: str | None = None  # the cluster whose minimal schedule this one shares
+    duplicate_of: str | None = None  # the cluster this one repeats (its minimal schedule, or
+    # its failure alone: `AloneUnderOverlap`)
     earlier_signatures: int = 0  # counted by the run this one resumed
 
     @property
@@ -181,9 +182,18 @@ class AloneUnderOverlap:
     def __init__(self) -> None:
         self._shape: dict[str, str] = {}  # symptom cluster key -> the overlap shape it keeps
 
-    def learn(self, finding: Finding) -> None:
-        if finding.origin == ALONE:  # its shape may be "": it opened a symptom cluster
-            self._shape.setdefault(replace(finding, overlap="").cluster, finding.overlap)
+    def learn(self, rec: FindingRecord) -> None:
+        """Take in a cluster's baseline verdict; a cluster that fails alone with a symptom
+        another cluster already holds (opened before that one's baseline ended) is marked its
+        duplicate."""
+        finding = rec.finding
+        if finding.origin != ALONE:
+            return
+        # Its shape may be "": it opened a symptom cluster.
+        shape = self._shape.setdefault(replace(finding, overlap="").cluster, finding.overlap)
+        if shape != finding.overlap and rec.duplicate_of is None:
+            rec.duplicate_of = replace(finding, overlap=shape).cluster
+            rec.state += f", fails alone as '{rec.duplicate_of}' does"
 
     def route(self, finding: Finding) -> Finding:
         if not finding.overlap:

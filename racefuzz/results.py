@@ -64,7 +64,7 @@ def _cluster_of(entry: dict[str, Any]) -> str:
 _SECTIONS = (
     ("new", "New findings (these fail the run)"),
     ("known", "Known issues (listed in the known-issues file; they do not fail the run)"),
-    ("duplicate", "Duplicates (shrank to the same minimal schedule as another cluster)"),
+    ("duplicate", "Duplicates (another cluster's bug: its minimal schedule, or its lone failure)"),
     ("misuse", "API misuse (outside ORT's contract: the application's fault, not the EP's)"),
 )
 

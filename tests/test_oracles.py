@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
-from racefuzz.campaign_state import AloneUnderOverlap
+from racefuzz.campaign_state import AloneUnderOverlap, FindingRecord
 from racefuzz.oracles import judge, normalise, overlap_shape
 from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
 from racefuzz.schedule import Op, Schedule, Step
@@ -167,13 +168,22 @@ def test_a_symptom_that_fails_alone_stays_in_the_first_cluster_it_opened() -> No
     first = Finding("error", "alloc", "DLPack export is not supported", ("webgpu",), 3)
     later = replace(first, overlap="copy+run")
     other = replace(first, message="CommandEncoder is already finished", overlap="run")
+
+    def record(f: Finding) -> FindingRecord:
+        return FindingRecord(f, 1, 0.0, Path("x.json"), Schedule(1, ()), None)
+
     assert alone.route(later) == later  # nothing learnt yet: the overlap decides
-    alone.learn(replace(first, overlap="create", origin="interleaving"))
+    alone.learn(record(replace(first, overlap="create", origin="interleaving")))
     assert alone.route(later) == later  # an interleaving finding teaches nothing
-    alone.learn(replace(first, origin="alone"))  # it opened a symptom cluster, then failed alone
+    opened = record(replace(first, origin="alone"))  # a symptom cluster that fails alone
+    alone.learn(opened)
+    assert opened.duplicate_of is None
     assert (
         alone.route(later).cluster == first.cluster == "error|alloc|DLPack export is not supported"
     )
     assert alone.route(other) == other  # another symptom keeps its overlap
-    alone.learn(replace(first, overlap="copy", origin="alone"))  # the first one learnt stays
-    assert alone.route(later).cluster == first.cluster
+    # A cluster opened under an overlap before that baseline ended is its duplicate.
+    early = record(replace(first, overlap="copy", origin="alone"))
+    alone.learn(early)
+    assert early.duplicate_of == first.cluster and early.verdict == "duplicate"
+    assert alone.route(later).cluster == first.cluster  # the first one learnt stays
