@@ -77,7 +77,7 @@ def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str
 
 def _env_api(schedule: Schedule) -> str | None:
     """The built C API helper, for a schedule that needs it (`share`)."""
-    if not any(s.op is Op.SHARE for s in schedule.steps):
+    if Op.SHARE not in schedule.ops():
         return None
     built = native_build.library("envapi")
     return str(built) if built else None

@@ -101,6 +101,6 @@ def embedded_sources(native: bool) -> dict[str, str]:
         "ENV_API": env_api,
     }
     out = {marker: literal(inspect.getsource(m)) for marker, m in modules.items()}
-    c_source = (native_build.NATIVE_DIR / "envapi.c").read_text(encoding="utf-8")
-    out["ENVAPI_C"] = literal(c_source if native else "")
+    c_source = (native_build.NATIVE_DIR / "envapi.c").read_text(encoding="utf-8") if native else ""
+    out["ENVAPI_C"] = literal(c_source)
     return out

@@ -34,9 +34,7 @@ from racefuzz.repro_verdict import VERDICT_SOURCE
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import to_json_obj
 from racefuzz.target import Target
-from racefuzz.worker import (
-    INTERNAL_EXIT,
-)
+from racefuzz.worker import INTERNAL_EXIT
 
 DEFAULT_TIMES = 20
 # What the script judges replays by, and shows.
@@ -235,11 +233,10 @@ def main(argv):
         shown, done = False, {}
 
         def one(n):  # one replay in its own process, with its own trace file
-            run_env = dict(env)
+            run_env, trace = dict(env), None
             if TRACE and "RACEFUZZ_TESTBED_TRACE" not in os.environ:
-                run_env["RACEFUZZ_TESTBED_TRACE"] = os.path.join(tmp, f"trace{n}.jsonl")
-            done[n] = (run_env.get("RACEFUZZ_TESTBED_TRACE"),
-                       *replay(job, run_env, args.step_timeout))
+                trace = run_env["RACEFUZZ_TESTBED_TRACE"] = os.path.join(tmp, f"trace{n}.jsonl")
+            done[n] = (trace, *replay(job, run_env, args.step_timeout))
 
         for n in range(1, args.times + 1):
             if n not in done:  # the next batch of --parallel replays, all at once
@@ -360,7 +357,7 @@ def repro_source(
         "TOLERANCE": repr(list(target.tolerance) if target.tolerance else None),
         "MODELS": "\n".join(encoded),
         "NORMALISE": literal(normalise_source()),
-        **embedded_sources(native=any(s.op is Op.SHARE for s in schedule.steps)),
+        **embedded_sources(native=Op.SHARE in schedule.ops()),
         "VERDICT": VERDICT_SOURCE,
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.

@@ -119,6 +119,9 @@ class Schedule:
     def profiles(self) -> frozenset[str]:
         return frozenset(s.profile for s in self.steps if s.profile is not None)
 
+    def ops(self) -> frozenset[Op]:
+        return frozenset(s.op for s in self.steps)
+
     def models(self) -> frozenset[str]:
         return frozenset(s.model for s in self.steps if s.model is not None)
 

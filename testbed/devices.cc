@@ -43,12 +43,14 @@ int LabelOf(const OrtValue* value) {
   return static_cast<int>(EpApi().MemoryDevice_GetDeviceId(EpApi().Value_GetMemoryDevice(value)));
 }
 
-bool Misplaced(const void* p, int device) {
+// One device operand, labelled or launched on `device`: its block must still be in a live pool
+// (B14) and in that device's.
+OrtStatus* CheckBlock(const Backend& backend, const void* p, int device) {
   const Home home = Of(p);
-  return home.device >= 0 && home.device != device;
+  if (home.retired) return RetiredPool(backend);
+  if (home.device >= 0 && home.device != device) return WrongDevice(backend);
+  return nullptr;
 }
-
-bool Retired(const void* p) { return Of(p).retired; }
 
 bool Known(int device) { return device >= 0 && device < kDeviceCount; }
 
@@ -98,19 +100,15 @@ void RetireEnvBlocks(int device) {
 
 OrtStatus* CheckCopy(const Backend& backend, const OrtValue* src, const void* src_data, bool src_on_device,
                      const OrtValue* dst, const void* dst_data, bool dst_on_device) {
-  if ((src_on_device && Retired(src_data)) || (dst_on_device && Retired(dst_data))) return RetiredPool(backend);
-  if (src_on_device && Misplaced(src_data, LabelOf(src))) return WrongDevice(backend);
-  if (dst_on_device && Misplaced(dst_data, LabelOf(dst))) return WrongDevice(backend);
+  if (src_on_device) RETURN_IF_ERROR(CheckBlock(backend, src_data, LabelOf(src)));
+  if (dst_on_device) RETURN_IF_ERROR(CheckBlock(backend, dst_data, LabelOf(dst)));
   return nullptr;
 }
 
 OrtStatus* CheckLaunch(const Backend& backend, int64_t session, int device, const std::vector<DeviceTensor>& inputs,
                        const std::vector<DeviceTensor>& outputs) {
   for (const auto* list : {&inputs, &outputs}) {
-    for (const DeviceTensor& t : *list) {
-      if (Misplaced(t.data, device)) return WrongDevice(backend);
-      if (Retired(t.data)) return RetiredPool(backend);
-    }
+    for (const DeviceTensor& t : *list) RETURN_IF_ERROR(CheckBlock(backend, t.data, device));
   }
   if (!Enabled(Bug::kPerSessionPool)) return nullptr;
   // B15, after ROCm hip-ep#805 (a GPU tensor passed between two EP sessions gave "invalid

@@ -74,7 +74,9 @@ def _call(table: Any, slot: int, restype: Any, *args: tuple[Any, Any]) -> Any:
     return fn(*(v for _, v in args))
 
 
-def _check(table: Any, status: int | None) -> None:
+def _ok(table: Any, slot: int, *args: tuple[Any, Any]) -> None:
+    """A call that returns an OrtStatus*: its error, if any, raised as ORT's Python API would."""
+    status = _call(table, slot, _P, *args)
     if status:
         message = _call(table, _GET_ERROR_MESSAGE, ctypes.c_char_p, (_P, status))
         _call(table, _RELEASE_STATUS, None, (_P, status))
@@ -87,29 +89,21 @@ def create_shared_allocator(helper: str, ep_name: str, device_id: int, mem_type:
     t = _table(helper)
     env = _P()
     # The process has one OrtEnv: CreateEnv hands it out again (and ReleaseEnv gives it back).
-    _check(
+    _ok(
         t,
-        _call(
-            t,
-            _CREATE_ENV,
-            _P,
-            (ctypes.c_int, _ORT_LOGGING_LEVEL_WARNING),
-            (ctypes.c_char_p, b"racefuzz"),
-            (ctypes.POINTER(_P), ctypes.byref(env)),
-        ),
+        _CREATE_ENV,
+        (ctypes.c_int, _ORT_LOGGING_LEVEL_WARNING),
+        (ctypes.c_char_p, b"racefuzz"),
+        (ctypes.POINTER(_P), ctypes.byref(env)),
     )
     try:
         devices, count = ctypes.POINTER(_P)(), ctypes.c_size_t()
-        _check(
+        _ok(
             t,
-            _call(
-                t,
-                _GET_EP_DEVICES,
-                _P,
-                (_P, env),
-                (ctypes.POINTER(ctypes.POINTER(_P)), ctypes.byref(devices)),
-                (ctypes.POINTER(ctypes.c_size_t), ctypes.byref(count)),
-            ),
+            _GET_EP_DEVICES,
+            (_P, env),
+            (ctypes.POINTER(ctypes.POINTER(_P)), ctypes.byref(devices)),
+            (ctypes.POINTER(ctypes.c_size_t), ctypes.byref(count)),
         )
         for i in range(count.value):
             d = devices[i]
@@ -120,19 +114,15 @@ def create_shared_allocator(helper: str, ep_name: str, device_id: int, mem_type:
                 or _call(t, _HARDWARE_DEVICE_ID, ctypes.c_uint32, (_P, hw)) != device_id
             ):
                 continue
-            _check(
+            _ok(
                 t,
-                _call(
-                    t,
-                    _CREATE_SHARED_ALLOCATOR,
-                    _P,
-                    (_P, env),
-                    (_P, d),
-                    (ctypes.c_int, mem_type),
-                    (ctypes.c_int, _ORT_DEVICE_ALLOCATOR),
-                    (_P, None),
-                    (_P, None),
-                ),
+                _CREATE_SHARED_ALLOCATOR,
+                (_P, env),
+                (_P, d),
+                (ctypes.c_int, mem_type),
+                (ctypes.c_int, _ORT_DEVICE_ALLOCATOR),
+                (_P, None),
+                (_P, None),
             )
             return
         raise RuntimeError(f"no OrtEpDevice of '{ep_name}' on device {device_id}")
