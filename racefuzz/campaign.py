@@ -63,6 +63,9 @@ class CampaignConfig:
     lifecycle: bool = True  # unregister / re-register mid-schedule
     allow_misuse: bool = False  # generate outside ORT's API contract too (`racefuzz.contract`)
     known_issues: frozenset[str] = frozenset()  # clusters that do not fail the run
+    # False: no fuzzing, every slot takes the restored shrinks until none is left (a resumed
+    # campaign whose deadline cut its shrinks short; on a slow GPU EP that is most of them).
+    fuzz: bool = True
 
 
 # The output folder failing, not racefuzz: the campaign stops and writes what it can.
@@ -122,6 +125,7 @@ class Campaign:
         self._task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
         self._fuzz_s = 0.0
         self._alone = AloneUnderOverlap()
+        self._fuzzing = config.fuzz  # False once the strategy has nothing more
         (out_dir / "findings").mkdir(parents=True, exist_ok=True)
         (out_dir / "corpus").mkdir(parents=True, exist_ok=True)
 
@@ -160,8 +164,10 @@ class Campaign:
                     scope.cancel()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._monitor)
-                    for slot in range(self.config.jobs):
-                        nursery.start_soon(self._job, slot)
+                    async with trio.open_nursery() as jobs:
+                        for slot in range(self.config.jobs):
+                            jobs.start_soon(self._job, slot)
+                    nursery.cancel_scope.cancel()  # every slot is done: no need to wait
         finally:
             executor.kill_all()  # every worker, those of abandoned tasks too (a hung EP's)
             stopped = self.state.interrupted or bool(self.write_error)
@@ -193,6 +199,8 @@ class Campaign:
         """Tasks never starve fuzzing: at most half the slots, or half the time of a lone one."""
         if not self._tasks:
             return False
+        if not self._fuzzing:
+            return True
         if self.config.jobs > 1:
             return self._task_slots < self.config.jobs // 2
         return self._task_s <= self._fuzz_s
@@ -217,8 +225,11 @@ class Campaign:
                     self._task_s += time.monotonic() - t0
                 self._persist()
                 continue
-            schedule = self.strategy.next_schedule()
-            if schedule is None:
+            schedule = self.strategy.next_schedule() if self._fuzzing else None
+            if schedule is None:  # nothing more to fuzz: the tasks left get every slot
+                self._fuzzing = False
+                if self._tasks:
+                    continue
                 return
             source = getattr(self.strategy, "last_source", None) or self.strategy.name
             self.state.busy += 1

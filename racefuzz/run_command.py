@@ -52,6 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-dashboard", action="store_true", help="plain log lines")
     p.add_argument("--no-shrink", action="store_true", help="keep found schedules as found")
     p.add_argument(
+        "--shrink-only",
+        action="store_true",
+        help="with --resume: no fuzzing, finish the shrinks the campaign left, on every job",
+    )
+    p.add_argument(
         "--shrink-budget",
         type=float,
         default=None,
@@ -120,6 +125,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     ):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise RacefuzzError(f"{flag} must be a positive number, not {value}")
+    if args.shrink_only and (args.resume is None or args.no_shrink):
+        raise RacefuzzError("--shrink-only finishes a campaign's shrinks: it needs --resume DIR")
     if args.jobs < 1 or args.max_steps < 1:
         raise RacefuzzError("--jobs and --max-steps must be at least 1")
     cores = os.cpu_count() or 1
@@ -228,6 +235,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         lifecycle=not args.no_lifecycle,
         allow_misuse=args.allow_misuse,
         known_issues=known_issues_found,
+        fuzz=not args.shrink_only,
     )
 
     def run_one(s: Schedule) -> RunResult:

@@ -159,3 +159,20 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     )
     assert own.returncode == 1, own.stderr
     assert json.loads((folder / "findings.json").read_text())["target_spec"] == "testbed:B3"
+    # --shrink-only: no fuzzing, every slot on the shrinks the --no-shrink runs left (short
+    # shrinks: 11 clusters of about 40 s each would double the test).
+    shrunk = subprocess.run(
+        [*base, "--shrink-only", "--jobs", "2", "--seconds", "240", "--shrink-budget", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shrunk.returncode == 1, shrunk.stderr
+    assert "racefuzz: 0 schedules" in shrunk.stdout, shrunk.stdout
+    found = json.loads((folder / "findings.json").read_text())["findings"]
+    assert {f["cluster"] for f in found} == set(clusters) | {f["cluster"] for f in found}
+    assert all(f["bundle"] and "not shrunk" not in f["state"] for f in found), found
+    alone = subprocess.run(
+        [*base[:4], "--shrink-only", "--no-dashboard"], capture_output=True, text=True, timeout=60
+    )
+    assert alone.returncode == 2 and "it needs --resume DIR" in alone.stderr, alone.stderr
