@@ -180,6 +180,7 @@ def make_shrink_hook(
             budget_s=seconds,
             launcher=launcher,
             best_path=record.best_path,
+            found=record.smallest,
         )
         k, n = result.reproduction
         record.reproduction = (k, n)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from racefuzz import contract
 from racefuzz.atomic_file import write_text
-from racefuzz.outcome import RunResult
+from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule, ScheduleError, problems
 from racefuzz.schedule_json import dumps
 from racefuzz.shrink_order import sort_key
@@ -88,6 +88,22 @@ MIN_REPRODUCTION = 0.1
 def confirmed(k: int, n: int) -> bool:
     """k failing of n replays is enough: at least one, and at least MIN_REPRODUCTION of n."""
     return n > 0 and k >= max(1, math.ceil(MIN_REPRODUCTION * n))
+
+
+def shows(wanted: str, finding: Finding) -> bool:
+    """Whether `finding` is what a shrink of `wanted` (a signature or a cluster key) looks for.
+
+    Under overlap clustering a candidate may fail with fewer kinds of call overlapping: the
+    alloc in `[create || alloc || run]` was a bystander of the create-run race. That is the same
+    race with fewer parties, so it counts, and the cluster then shrinks to the schedule the
+    create+run cluster shrinks to: `CampaignState.mark_duplicate` makes them one bug instead of
+    one cluster per set of bystanders. A failure with no overlap never counts."""
+    if wanted in (finding.cluster, finding.signature):
+        return True
+    prefix = "misuse|overlap|" if finding.misuse else "overlap|"
+    if not finding.overlap or not wanted.startswith(prefix):
+        return False
+    return set(finding.overlap.split("+")) <= set(wanted.removeprefix(prefix).split("+"))
 
 
 def budget_for(run_s: float, floor_s: float = 60.0) -> float:
@@ -330,7 +346,7 @@ class _Shrinker:
         return hits >= need
 
     def _shows(self, result: RunResult) -> bool:
-        return any(self.signature in (f.cluster, f.signature) for f in result.findings)
+        return any(shows(self.signature, f) for f in result.findings)
 
     def _call(self, schedule: Schedule, keep_reserve: bool) -> RunResult:
         """One run; `_Stop` instead once the deadline has passed (so a shrink ends at most one

@@ -63,7 +63,11 @@ def shrink_to_bundle(
     launcher: Launcher | None = None,
     best_path: Path | None = None,
     on_progress: Callable[[shrink.ShrinkEvent], None] | None = None,
+    found: Schedule | None = None,
 ) -> tuple[shrink.ShrinkResult, Path]:
+    """Shrink `schedule` and write its bundle; the bundle's original is `found` when given (a
+    resumed shrink starts from the best schedule of the one cut short, not from the finding)."""
+
     def run(s: Schedule) -> RunResult:
         return executor.run(target, s, options, launcher=launcher)
 
@@ -82,7 +86,7 @@ def shrink_to_bundle(
     folder = bundle.write_bundle(
         root,
         finding,
-        schedule,
+        schedule if found is None else found,
         result.final,
         result.last_failure or failing,
         target,

@@ -20,10 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from racefuzz.oracles import overlap_shape
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.schedule_json import load
-from racefuzz.shrink import ShrinkEvent, ShrinkResult, shrink
+from racefuzz.shrink import ShrinkEvent, ShrinkResult, shows, shrink
 from racefuzz.shrink_order import SortKey, sort_key
 from racefuzz.shrink_passes import PASSES, merged, normalised, without
 
@@ -520,3 +521,50 @@ def test_normalising_keeps_well_formedness_and_never_ranks_higher(model: str, se
     assert problems(once, library_of) == []
     assert normalised(once) == once
     assert sort_key(once, MODELS_BY_SIZE) <= sort_key(original, MODELS_BY_SIZE)
+
+
+# --- overlap clusters: bystanders in a racing group are cut -----------------------------------
+
+
+def create_run_race(schedule: Schedule) -> RunResult:
+    """A webgpu-like race: any overlap group holding a create and a run of a created session
+    crashes; the finding carries the group's shape, as the oracle gives it."""
+    found: tuple[Finding, ...] = ()
+    for start, stop in schedule.groups():
+        ops = {s.op for s in schedule.steps[start:stop]}
+        if {Op.CREATE, Op.RUN} <= ops:
+            shape = overlap_shape(schedule, start)
+            found = (Finding("crash", "create+run", "SIGSEGV", ("dml",), overlap=shape),)
+    return RunResult(schedule=schedule, outcomes=(), exit=Exit.CLEAN, findings=found)
+
+
+def test_an_overlap_cluster_shrinks_past_its_bystanders_to_the_race_itself() -> None:
+    bystander = minimal(
+        reg(),
+        create(0, "s1", "dml"),
+        g(create(1, "s2", "mgx"), 1),
+        g(alloc(2, "v1", "dml"), 1),
+        g(run(0, "s1"), 1),
+        threads=3,
+    )
+    (first,) = create_run_race(bystander).findings
+    assert first.cluster == "overlap|copy+create+run"
+    result = shrink(bystander, first.cluster, create_run_race, library_of=library_of)
+    assert result.final == minimal(
+        reg(), create(0, "s1", "dml"), g(create(0, "s2", "mgx"), 1), g(run(1, "s1"), 1), threads=2
+    )
+    (last,) = create_run_race(result.final).findings
+    assert last.cluster == "overlap|create+run" and result.confirmed
+
+
+def test_what_an_overlap_cluster_shrink_accepts() -> None:
+    def f(shape: str, misuse: str = "") -> Finding:
+        return Finding("crash", "run", "SIGSEGV", ("dml",), overlap=shape, misuse=misuse)
+
+    assert shows("overlap|copy+create+run", f("create+run"))
+    assert shows("overlap|create+run", f("create+run"))
+    assert not shows("overlap|create+run", f("copy+create+run"))  # more parties: another race
+    assert not shows("overlap|create+run", f(""))  # no overlap at all: the order alone broke it
+    assert not shows("overlap|create+run", f("create+run", misuse="unregister mid-run"))
+    assert shows("misuse|overlap|create+run", f("run", misuse="unregister mid-run"))
+    assert not shows("crash|SIGSEGV|run", f("run"))
