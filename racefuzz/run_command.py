@@ -57,6 +57,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --resume: no fuzzing, finish the shrinks the campaign left, on every job",
     )
     p.add_argument(
+        "--shrink-parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help="a shrink's replays N at a time: a GPU race may need the load (workers: jobs x N)",
+    )
+    p.add_argument(
         "--shrink-budget",
         type=float,
         default=None,
@@ -127,8 +134,8 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise RacefuzzError(f"{flag} must be a positive number, not {value}")
     if args.shrink_only and (args.resume is None or args.no_shrink):
         raise RacefuzzError("--shrink-only finishes a campaign's shrinks: it needs --resume DIR")
-    if args.jobs < 1 or args.max_steps < 1:
-        raise RacefuzzError("--jobs and --max-steps must be at least 1")
+    if args.jobs < 1 or args.max_steps < 1 or args.shrink_parallel < 1:
+        raise RacefuzzError("--jobs, --max-steps and --shrink-parallel must be at least 1")
     cores = os.cpu_count() or 1
     if args.jobs > 4 * cores:
         print(
@@ -151,6 +158,7 @@ def make_shrink_hook(
     budget: float | None,
     root: Path,
     note: Callable[[str], None] = lambda line: None,
+    parallel: int = 1,
 ) -> ShrinkHook:
     """What a campaign does with a new cluster: shrink its smallest member to a bundle.
 
@@ -181,6 +189,7 @@ def make_shrink_hook(
             launcher=launcher,
             best_path=record.best_path,
             found=record.smallest,
+            parallel=parallel,
         )
         k, n = result.reproduction
         record.reproduction = (k, n)
@@ -245,7 +254,13 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     campaign = Campaign(target, config, folder, Baselines(target, run_one), None, restored)
     campaign.reserve = reserve
     campaign.shrink_hook = make_shrink_hook(
-        target, args.target, options, args.shrink_budget, folder, campaign.note
+        target,
+        args.target,
+        options,
+        args.shrink_budget,
+        folder,
+        campaign.note,
+        args.shrink_parallel,
     )
     header: dict[str, Any] = {
         "target": target.name,

@@ -25,11 +25,12 @@ from pathlib import Path
 
 from racefuzz import contract
 from racefuzz.atomic_file import write_text
-from racefuzz.outcome import Finding, RunResult
+from racefuzz.outcome import RunResult
 from racefuzz.schedule import Schedule, ScheduleError, problems
 from racefuzz.schedule_json import dumps
 from racefuzz.shrink_order import sort_key
 from racefuzz.shrink_passes import PASSES, delete_steps, without
+from racefuzz.shrink_runs import Runs, Stop
 
 
 @dataclass(frozen=True)
@@ -90,31 +91,11 @@ def confirmed(k: int, n: int) -> bool:
     return n > 0 and k >= max(1, math.ceil(MIN_REPRODUCTION * n))
 
 
-def shows(wanted: str, finding: Finding) -> bool:
-    """Whether `finding` is what a shrink of `wanted` (a signature or a cluster key) looks for.
-
-    Under overlap clustering a candidate may fail with fewer kinds of call overlapping: the
-    alloc in `[create || alloc || run]` was a bystander of the create-run race. That is the same
-    race with fewer parties, so it counts, and the cluster then shrinks to the schedule the
-    create+run cluster shrinks to: `CampaignState.mark_duplicate` makes them one bug instead of
-    one cluster per set of bystanders. A failure with no overlap never counts."""
-    if wanted in (finding.cluster, finding.signature):
-        return True
-    prefix = "misuse|overlap|" if finding.misuse else "overlap|"
-    if not finding.overlap or not wanted.startswith(prefix):
-        return False
-    return set(finding.overlap.split("+")) <= set(wanted.removeprefix(prefix).split("+"))
-
-
 def budget_for(run_s: float, floor_s: float = 60.0) -> float:
     """A shrink budget that scales with the measured cost of one run: room for about 150
     runs (a few passes and the confirmation replays), never less than `floor_s`, at most 30
     minutes. 25 ms runs get the floor; 1.5 s GPU runs get 225 s."""
     return min(max(floor_s, 150 * run_s), 1800.0)
-
-
-class _Stop(Exception):
-    """The time budget is spent: no more candidates, only the final replays."""
 
 
 class _Stall(Exception):
@@ -154,6 +135,7 @@ def shrink(
     library_of: Callable[[str], str | None] | None = None,
     on_progress: Callable[[ShrinkEvent], None] | None = None,
     best_path: Path | None = None,
+    parallel: int = 1,
 ) -> ShrinkResult:
     """Shrink `schedule` to a simpler one whose runs still show `signature` (a finding's
     signature, or its cluster key: then any member of the cluster counts).
@@ -187,6 +169,7 @@ def shrink(
         library_of=library_of,
         on_progress=on_progress,
         best_path=best_path,
+        parallel=parallel,
     ).shrink()
 
 
@@ -208,11 +191,11 @@ class _Shrinker:
         library_of: Callable[[str], str | None] | None,
         on_progress: Callable[[ShrinkEvent], None] | None,
         best_path: Path | None,
+        parallel: int,
     ) -> None:
         self.original = self.current = original
         self.legal_only = contract.is_legal(original, library_of)
         self.signature = signature
-        self._run = run
         self.check, self.recheck = check, recheck
         self.confirm_replays = confirm_replays
         self.max_stall = max_stall
@@ -221,14 +204,12 @@ class _Shrinker:
         self.on_progress = on_progress
         self.best_path = best_path
         self.started = time.monotonic()
-        self.deadline = self.started + budget_s
+        self.runs = Runs(run, signature, self.started + budget_s, confirm_replays, parallel)
         self.key = sort_key(original, models_by_size)
         self.tallies = {p.__name__: _Tally() for p in PASSES} | {"verify": _Tally()}
         self.phase = "check"
         self.rejected: set[Schedule] = set()  # within one round; see `_search`
-        self.candidates = self.calls = self.stall = 0
-        self.run_seconds = 0.0
-        self.hit: RunResult | None = None  # the last failing run of the schedule under test
+        self.candidates = self.stall = 0
         self.last_failure: RunResult | None = None
 
     # --- what passes call ---------------------------------------------------------------------
@@ -247,15 +228,17 @@ class _Shrinker:
         if self.phase != "verify" and self.stall >= self.max_stall:
             raise _Stall
         tally = self.tallies[self.phase]
-        calls = self.calls
+        calls = self.runs.calls
         self.candidates += 1
         tally.candidates += 1
         try:
-            fails = self._fails(candidate, *self.check) and self._fails(candidate, *self.recheck)
+            fails = self.runs.fails(candidate, *self.check) and self.runs.fails(
+                candidate, *self.recheck
+            )
         finally:
-            tally.calls += self.calls - calls
+            tally.calls += self.runs.calls - calls
         if fails:
-            self.current, self.key, self.last_failure = candidate, key, self.hit
+            self.current, self.key, self.last_failure = candidate, key, self.runs.hit
             tally.shrinks += 1
             self.stall = 0
             self._save_best()
@@ -273,22 +256,23 @@ class _Shrinker:
         stopped, one_minimal, reproduction = "done", False, (0, 0)
         try:
             tries = max(self.check[1], self.confirm_replays)
-            if self._fails(self.original, 1, tries, keep_reserve=False):
-                self.last_failure = self.hit
+            if self.runs.fails(self.original, 1, tries, keep_reserve=False):
+                self.last_failure = self.runs.hit
                 stopped, one_minimal = self._search_and_verify()
             else:
                 stopped, reproduction = "not reproduced", (0, tries)
-        except _Stop:
+        except Stop:
             stopped = "budget"
         if stopped != "not reproduced":
             reproduction = self._reproduce()
+        self.runs.close()
         return ShrinkResult(
             original=self.original,
             final=self.current,
             signature=self.signature,
             passes=tuple(PassStats(name, **vars(t)) for name, t in self.tallies.items()),
             candidates=self.candidates,
-            calls=self.calls,
+            calls=self.runs.calls,
             seconds=time.monotonic() - self.started,
             one_minimal=one_minimal,
             reproduction=reproduction,
@@ -330,55 +314,10 @@ class _Shrinker:
             if self.current == before:
                 return
 
-    def _fails(
-        self, candidate: Schedule, need: int, replays: int, keep_reserve: bool = True
-    ) -> bool:
-        """True once `need` of up to `replays` runs showed the signature; stops as soon as the
-        answer is known either way."""
-        hits = 0
-        for done in range(replays):
-            if hits >= need or hits + replays - done < need:
-                break
-            result = self._call(candidate, keep_reserve)
-            if self._shows(result):
-                hits += 1
-                self.hit = result
-        return hits >= need
-
-    def _shows(self, result: RunResult) -> bool:
-        return any(shows(self.signature, f) for f in result.findings)
-
-    def _call(self, schedule: Schedule, keep_reserve: bool) -> RunResult:
-        """One run; `_Stop` instead once the deadline has passed (so a shrink ends at most one
-        run late) or, with `keep_reserve`, once the time left, at the mean run time so far, no
-        longer holds this run and the confirmation replays."""
-        now = time.monotonic()
-        if now >= self.deadline:
-            raise _Stop
-        if keep_reserve:
-            mean = self.run_seconds / self.calls if self.calls else 0.0
-            if now + mean * (1 + self.confirm_replays) > self.deadline:
-                raise _Stop
-        t0 = time.monotonic()
-        result = self._run(schedule)
-        self.run_seconds += time.monotonic() - t0
-        self.calls += 1
-        return result
-
     def _reproduce(self) -> tuple[int, int]:
-        """Up to `confirm_replays` replays of `final`, none started after the deadline (the
-        search left time for them at the mean run time; a slower run may eat into it)."""
         self.phase = "reproduce"
-        hits = done = 0
-        while done < self.confirm_replays:
-            try:
-                result = self._call(self.current, keep_reserve=False)
-            except _Stop:
-                break
-            done += 1
-            if self._shows(result):
-                hits += 1
-                self.last_failure = result
+        hits, done, last = self.runs.reproduce(self.current)
+        self.last_failure = last or self.last_failure
         self._progress(improved=False)
         return hits, done
 
@@ -389,7 +328,12 @@ class _Shrinker:
             cur = self.current
             self.on_progress(
                 ShrinkEvent(
-                    self.phase, len(cur.steps), cur.threads, self.candidates, self.calls, improved
+                    self.phase,
+                    len(cur.steps),
+                    cur.threads,
+                    self.candidates,
+                    self.runs.calls,
+                    improved,
                 )
             )
 

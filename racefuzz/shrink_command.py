@@ -64,12 +64,14 @@ def shrink_to_bundle(
     best_path: Path | None = None,
     on_progress: Callable[[shrink.ShrinkEvent], None] | None = None,
     found: Schedule | None = None,
+    parallel: int = 1,
 ) -> tuple[shrink.ShrinkResult, Path]:
     """Shrink `schedule` and write its bundle; the bundle's original is `found` when given (a
     resumed shrink starts from the best schedule of the one cut short, not from the finding)."""
 
     def run(s: Schedule) -> RunResult:
-        return executor.run(target, s, options, launcher=launcher)
+        # Replays at once cannot share one slot's zygote: each then starts its own worker.
+        return executor.run(target, s, options, launcher=launcher if parallel == 1 else None)
 
     result = shrink.shrink(
         schedule,
@@ -82,6 +84,7 @@ def shrink_to_bundle(
         library_of=target.library_of,
         on_progress=on_progress,
         best_path=best_path,
+        parallel=parallel,
     )
     folder = bundle.write_bundle(
         root,

@@ -162,7 +162,18 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     # --shrink-only: no fuzzing, every slot on the shrinks the --no-shrink runs left (short
     # shrinks: 11 clusters of about 40 s each would double the test).
     shrunk = subprocess.run(
-        [*base, "--shrink-only", "--jobs", "2", "--seconds", "240", "--shrink-budget", "3"],
+        [
+            *base,
+            "--shrink-only",
+            "--jobs",
+            "2",
+            "--seconds",
+            "240",
+            "--shrink-budget",
+            "3",
+            "--shrink-parallel",
+            "2",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -9,6 +9,7 @@ tested elsewhere.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,9 +25,10 @@ from racefuzz.oracles import overlap_shape
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.schedule_json import load
-from racefuzz.shrink import ShrinkEvent, ShrinkResult, shows, shrink
+from racefuzz.shrink import ShrinkEvent, ShrinkResult, shrink
 from racefuzz.shrink_order import SortKey, sort_key
 from racefuzz.shrink_passes import PASSES, merged, normalised, without
+from racefuzz.shrink_runs import shows
 
 MODELS_BY_SIZE = ("tiny", "small", "big")
 EP_PROFILES = ("dml", "mgx")
@@ -286,7 +288,9 @@ def is_one_minimal(schedule: Schedule, fails: Callable[[Schedule], bool]) -> boo
     return True
 
 
-def do_shrink(schedule: Schedule, model: str, fake: Fake, **kw: Any) -> ShrinkResult:
+def do_shrink(
+    schedule: Schedule, model: str, fake: Callable[[Schedule], RunResult], **kw: Any
+) -> ShrinkResult:
     return shrink(
         schedule, sig(model), fake, models_by_size=MODELS_BY_SIZE, library_of=library_of, **kw
     )
@@ -568,3 +572,32 @@ def test_what_an_overlap_cluster_shrink_accepts() -> None:
     assert not shows("overlap|create+run", f("create+run", misuse="unregister mid-run"))
     assert shows("misuse|overlap|create+run", f("run", misuse="unregister mid-run"))
     assert not shows("crash|SIGSEGV|run", f("run"))
+
+
+# --- replays at once (a GPU race may need the load) -------------------------------------------
+
+
+def test_a_shrink_with_parallel_replays_runs_them_at_once_and_counts_each() -> None:
+    pattern, expected = CASES["B8"]
+    fake = Fake("B8", p=0.5, seed=3)
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def run(schedule: Schedule) -> RunResult:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            with lock:  # the Fake's random stream is not thread-safe
+                result = fake(schedule)
+            time.sleep(0.005)
+            return result
+        finally:
+            with lock:
+                running[0] -= 1
+
+    result = do_shrink(noisy(pattern, seed=8), "B8", run, parallel=4)
+    assert normalised(result.final) == expected
+    assert most[0] == 4, "replays were not run at once"
+    assert result.calls == len(fake.runs)
+    k, n = result.reproduction
+    assert n == 20 and 0 < k < 20  # every replay counted, batches of 4 included

@@ -1,0 +1,120 @@
+"""How the shrinker runs a schedule: the signature a run must show, replays (in batches run at
+once when asked), and the time budget.
+
+A race between sessions of a GPU EP may show only while the GPU is busy (webgpu's concurrent
+create-and-run on an H200: 0/5 replays alone, 16/20 eight at a time), so a shrink of such a
+target runs its replays `parallel` at a time: they load the GPU as the campaign's other jobs
+did, and a candidate costs one run's wall time instead of several.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from racefuzz.outcome import Finding, RunResult
+from racefuzz.schedule import Schedule
+
+
+class Stop(Exception):
+    """The time budget is spent: no more candidates, only the final replays."""
+
+
+def shows(wanted: str, finding: Finding) -> bool:
+    """Whether `finding` is what a shrink of `wanted` (a signature or a cluster key) looks for.
+
+    Under overlap clustering a candidate may fail with fewer kinds of call overlapping: the
+    alloc in `[create || alloc || run]` was a bystander of the create-run race. That is the same
+    race with fewer parties, so it counts, and the cluster then shrinks to the schedule the
+    create+run cluster shrinks to: `CampaignState.mark_duplicate` makes them one bug instead of
+    one cluster per set of bystanders. A failure with no overlap never counts."""
+    if wanted in (finding.cluster, finding.signature):
+        return True
+    prefix = "misuse|overlap|" if finding.misuse else "overlap|"
+    if not finding.overlap or not wanted.startswith(prefix):
+        return False
+    return set(finding.overlap.split("+")) <= set(wanted.removeprefix(prefix).split("+"))
+
+
+class Runs:
+    """Runs for one shrink, all through `run` (which must be thread-safe when `parallel` > 1)."""
+
+    def __init__(
+        self,
+        run: Callable[[Schedule], RunResult],
+        signature: str,
+        deadline: float,
+        confirm_replays: int,
+        parallel: int = 1,
+    ) -> None:
+        if parallel < 1:
+            raise ValueError(f"parallel must be at least 1, not {parallel}")
+        self._run, self.signature, self.deadline = run, signature, deadline
+        self.confirm_replays, self.parallel = confirm_replays, parallel
+        self._pool = ThreadPoolExecutor(parallel) if parallel > 1 else None
+        self.calls = self.batches = 0
+        self.batch_seconds = 0.0  # wall time of the batches
+        self.hit: RunResult | None = None  # the last failing run of the schedule under test
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def fails(
+        self, candidate: Schedule, need: int, replays: int, keep_reserve: bool = True
+    ) -> bool:
+        """True once `need` of up to `replays` runs showed the signature; stops as soon as the
+        answer is known either way (a batch in flight is finished)."""
+        hits = done = 0
+        while hits < need and hits + replays - done >= need:
+            for result in self.batch(candidate, min(self.parallel, replays - done), keep_reserve):
+                done += 1
+                if self.shows(result):
+                    hits += 1
+                    self.hit = result
+        return hits >= need
+
+    def shows(self, result: RunResult) -> bool:
+        return any(shows(self.signature, f) for f in result.findings)
+
+    def batch(self, schedule: Schedule, n: int, keep_reserve: bool) -> list[RunResult]:
+        """`n` runs at once; `Stop` instead once the deadline has passed (so a shrink ends at
+        most one batch late) or, with `keep_reserve`, once the time left, at the mean batch time
+        so far, no longer holds this batch and the confirmation replays."""
+        now = time.monotonic()
+        if now >= self.deadline:
+            raise Stop
+        if keep_reserve and self.batches:
+            mean = self.batch_seconds / self.batches
+            if now + mean * (1 + math.ceil(self.confirm_replays / self.parallel)) > self.deadline:
+                raise Stop
+        t0 = time.monotonic()
+        if self._pool is None or n == 1:
+            results = [self._run(schedule) for _ in range(n)]
+        else:
+            results = list(self._pool.map(self._run, [schedule] * n))
+        self.batch_seconds += time.monotonic() - t0
+        self.batches += 1
+        self.calls += n
+        return results
+
+    def reproduce(self, schedule: Schedule) -> tuple[int, int, RunResult | None]:
+        """Up to `confirm_replays` replays: (failed, run, the last failing run). None starts
+        after the deadline (the search left time for them at the mean batch time)."""
+        hits = done = 0
+        last: RunResult | None = None
+        while done < self.confirm_replays:
+            try:
+                results = self.batch(
+                    schedule, min(self.parallel, self.confirm_replays - done), keep_reserve=False
+                )
+            except Stop:
+                break
+            for result in results:
+                done += 1
+                if self.shows(result):
+                    hits += 1
+                    last = result
+        return hits, done, last
