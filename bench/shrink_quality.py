@@ -26,7 +26,8 @@ import trio
 
 from bench.time_to_bug import BUGS, Bug, target
 from racefuzz import executor
-from racefuzz.campaign import Campaign, CampaignConfig
+from racefuzz.campaign import Campaign
+from racefuzz.campaign_config import CampaignConfig
 from racefuzz.outcome import Finding
 from racefuzz.schedule import Op, Schedule, Step
 from racefuzz.schedule_json import load

@@ -26,7 +26,8 @@ import trio
 
 from bench import stats
 from bench.stress import run_stress
-from racefuzz.campaign import Campaign, CampaignConfig
+from racefuzz.campaign import Campaign
+from racefuzz.campaign_config import CampaignConfig
 from racefuzz.outcome import Finding
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import load

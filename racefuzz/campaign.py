@@ -25,7 +25,6 @@ import itertools
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -34,6 +33,7 @@ import trio
 from racefuzz import campaign_store, executor, strategies
 from racefuzz.atomic_file import write_text
 from racefuzz.baseline import Baselines
+from racefuzz.campaign_config import CampaignConfig
 from racefuzz.campaign_state import AloneUnderOverlap, CampaignState, FindingRecord
 from racefuzz.disk_reserve import Reserve
 from racefuzz.errors import InternalError
@@ -45,28 +45,6 @@ from racefuzz.strategies.space import space_for
 from racefuzz.target import Target
 from racefuzz.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.zygote_pool import available as zygote_available
-
-
-@dataclass(frozen=True)
-class CampaignConfig:
-    seconds: float
-    jobs: int
-    seed: int = 0
-    strategy: str = "portfolio"
-    corpus: tuple[Schedule, ...] = ()
-    step_timeout: float = 20.0
-    max_rss_mb: float = 4096.0
-    shrink: bool = True
-    max_steps: int = 24
-    max_threads: int = 4
-    zygote: bool = True  # fork workers from a pre-initialised zygote where POSIX allows
-    lifecycle: bool = True  # unregister / re-register mid-schedule
-    allow_misuse: bool = False  # generate outside ORT's API contract too (`racefuzz.contract`)
-    known_issues: frozenset[str] = frozenset()  # clusters that do not fail the run
-    # False: no fuzzing, every slot takes the restored shrinks until none is left (a resumed
-    # campaign whose deadline cut its shrinks short; on a slow GPU EP that is most of them).
-    fuzz: bool = True
-
 
 # The output folder failing, not racefuzz: the campaign stops and writes what it can.
 OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES})

@@ -23,7 +23,8 @@ import trio
 from racefuzz import campaign_store, contract, dashboard, executor, known_issues, results, shrink
 from racefuzz.baseline import Baselines
 from racefuzz.bundle import create_folder
-from racefuzz.campaign import Campaign, CampaignConfig, ShrinkHook
+from racefuzz.campaign import Campaign, ShrinkHook
+from racefuzz.campaign_config import CampaignConfig
 from racefuzz.campaign_state import FindingRecord
 from racefuzz.cli import INTERNAL_EXIT, report_internal
 from racefuzz.disk_reserve import Reserve

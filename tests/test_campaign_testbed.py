@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from racefuzz.campaign import Campaign, CampaignConfig
+from racefuzz.campaign import Campaign
+from racefuzz.campaign_config import CampaignConfig
 from racefuzz.campaign_state import CampaignState
 from racefuzz.outcome import Finding
 

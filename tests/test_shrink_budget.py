@@ -31,7 +31,7 @@ def test_the_budget_covers_the_first_check_and_the_replays_within_one_run() -> N
     original = noisy(CASES["B3"][0], seed=1)
     timed = Timed(Fake(delay=RUN_S))
     t0 = time.monotonic()
-    result = do_shrink(original, "B3", timed, budget_s=0.3)  # type: ignore[arg-type]
+    result = do_shrink(original, "B3", timed, budget_s=0.3)
     assert timed.starts and max(timed.starts) <= t0 + 0.3  # so it ends at most one run late
     assert result.stopped == "budget" and result.calls == len(timed.starts) < 20
     assert not result.confirmed
@@ -42,7 +42,7 @@ def test_the_confirmation_replays_stop_at_the_deadline_too() -> None:
     for budget in (0.4, 0.8, 1.5):
         timed = Timed(Fake("B1", delay=RUN_S))
         t0 = time.monotonic()
-        result = do_shrink(noisy(pattern, seed=9, sessions=8), "B1", timed, budget_s=budget)  # type: ignore[arg-type]
+        result = do_shrink(noisy(pattern, seed=9, sessions=8), "B1", timed, budget_s=budget)
         assert max(timed.starts) <= t0 + budget, (budget, result.reproduction)
         k, n = result.reproduction
         assert k == n  # this model always fails: whatever replays fit, all reproduced
