@@ -156,7 +156,7 @@ def shrink(
         raise ValueError(f"need must be within 1..replays, not {need} of {replays}")
     if not 0 <= recheck[0] <= recheck[1]:
         raise ValueError(f"recheck must be k of n with k <= n, not {recheck[0]} of {recheck[1]}")
-    return _Shrinker(
+    shrinker = _Shrinker(
         schedule,
         signature,
         run,
@@ -170,7 +170,11 @@ def shrink(
         on_progress=on_progress,
         best_path=best_path,
         parallel=parallel,
-    ).shrink()
+    )
+    try:
+        return shrinker.shrink()
+    finally:
+        shrinker.runs.close()  # also when a run raised (the campaign ended under it)
 
 
 class _Shrinker:
@@ -265,7 +269,6 @@ class _Shrinker:
             stopped = "budget"
         if stopped != "not reproduced":
             reproduction = self._reproduce()
-        self.runs.close()
         return ShrinkResult(
             original=self.original,
             final=self.current,

@@ -60,7 +60,7 @@ class Runs:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown()
+            self._pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C must not wait for runs
 
     def fails(
         self, candidate: Schedule, need: int, replays: int, keep_reserve: bool = True
