@@ -160,7 +160,7 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     )
     assert own.returncode == 1, own.stderr
     assert json.loads((folder / "findings.json").read_text())["target_spec"] == "testbed:B3"
-    # --shrink-only: no fuzzing, every slot on the shrinks the --no-shrink runs left (short
+    # --shrink-only: no fuzzing, every slot on the shrinks the --no-shrink runs left (1 s
     # shrinks: 11 clusters of about 40 s each would double the test).
     shrunk = subprocess.run(
         [
@@ -171,7 +171,7 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
             "--seconds",
             "240",
             "--shrink-budget",
-            "3",
+            "1",
             "--shrink-parallel",
             "2",
         ],
