@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from racefuzz import executor, models
 from racefuzz.builtin_targets import cpu_target, nxrt_cpu_target
 from racefuzz.outcome import Finding
-from racefuzz.repro_script import literal, repro_source
+from racefuzz.repro_parts import literal
+from racefuzz.repro_script import repro_source
 from racefuzz.schedule import Op, Schedule, Step
 from racefuzz.target import Library, Profile, Target
 from racefuzz.worker import ops, sequencer

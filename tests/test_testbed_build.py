@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from racefuzz import testbed
+from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 
 
 def _seed_headers(cache: Path) -> None:
     """Puts the default cache's header tarball into `cache`, so a test build needs no download."""
-    source = testbed.cache_root() / "ort-headers" / testbed.HEADERS_TARBALL
+    source = cache_root() / "ort-headers" / testbed.HEADERS_TARBALL
     if not source.is_file():
         return  # the build will fetch it
     store = cache / "ort-headers"
@@ -105,7 +106,7 @@ def test_a_tarball_that_fails_its_integrity_check_is_an_error(
 def test_a_failed_build_reports_the_compiler_output(
     testbed_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    headers = testbed.cache_root() / "ort-headers" / "0.4.9" / "Headers"
+    headers = cache_root() / "ort-headers" / "0.4.9" / "Headers"
     sources = tmp_path / "testbed"
     shutil.copytree(Path(testbed.__file__).resolve().parent.parent / "testbed", sources)
     (sources / "entry.cc").write_text("this is not C++;\n")  # compiled first: fails fast

@@ -61,8 +61,8 @@ def test_b12_is_seen_only_by_a_host_input_binding() -> None:
     for mode in ("host_in", "host_in_sync"):
         found = executor.run(target, Schedule(1, _steps(None, mode), "b12"))
         assert [(f.kind, f.op, f.step) for f in found.findings] == [("mismatch", "run_bound", 3)]
-    for mode in (None, "host_out", "sync"):
-        assert not executor.run(target, Schedule(1, _steps(None, mode), "plain")).findings
+    for plain in (None, "host_out", "sync"):
+        assert not executor.run(target, Schedule(1, _steps(None, plain), "plain")).findings
 
 
 def test_a_stream_copy_baseline_keeps_its_mode() -> None:
