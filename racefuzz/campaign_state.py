@@ -45,6 +45,9 @@ class FindingRecord:
     duplicate_of: str | None = None  # the cluster this one repeats (its minimal schedule, or
     # its failure alone: `AloneUnderOverlap`)
     earlier_signatures: int = 0  # counted by the run this one resumed
+    # The cluster its minimal schedule's failure belongs to: another cluster's when the shrink
+    # cut an overlap's bystanders (`shrink_runs.shows`), i.e. it was that cluster's race.
+    shrunk_to: str | None = None
 
     @property
     def signature_count(self) -> int:
@@ -142,8 +145,14 @@ class CampaignState:
 
     def mark_duplicate(self, rec: FindingRecord) -> None:
         """Two clusters that shrank to one minimal schedule are one bug: the one shrunk first
-        stays, the other is marked its duplicate."""
+        stays, the other is marked its duplicate. So is a cluster that shrank to another one's
+        race (its minimal schedule fails as that cluster), whatever threads its steps are on."""
         if rec.minimal is None:
+            return
+        other = self.findings.get(rec.shrunk_to or rec.cluster)
+        if other is not None and other is not rec and other.duplicate_of is None:
+            rec.duplicate_of = other.cluster
+            rec.state += f", shrank to the race of '{other.cluster}'"
             return
         mine = _story(rec.minimal)
         for other in list(self.findings.values()):

@@ -34,6 +34,7 @@ from racefuzz.outcome import RunResult
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import load_many
 from racefuzz.shrink_command import shrink_to_bundle
+from racefuzz.shrink_runs import shows
 from racefuzz.target import Target
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "schedules"
@@ -197,6 +198,10 @@ def make_shrink_hook(
         record.bundle = bundle
         if result.confirmed:
             record.minimal = result.final
+            failed = result.last_failure.findings if result.last_failure else ()
+            record.shrunk_to = next(
+                (f.cluster for f in failed if shows(record.finding.cluster, f)), None
+            )
             record.state = f"shrunk, reproduced {k}/{n}"
         else:
             record.state = f"not reproduced ({k}/{n})"
