@@ -149,11 +149,12 @@ class CampaignState:
         race (its minimal schedule fails as that cluster), whatever threads its steps are on."""
         if rec.minimal is None:
             return
-        other = self.findings.get(rec.shrunk_to or rec.cluster)
-        if other is not None and other is not rec and other.duplicate_of is None:
-            rec.duplicate_of = other.cluster
-            rec.state += f", shrank to the race of '{other.cluster}'"
-            return
+        if rec.shrunk_to not in (None, rec.cluster):
+            other = self.findings.get(rec.shrunk_to)
+            if other is not None and other.duplicate_of is None:
+                rec.duplicate_of = other.cluster
+                rec.state += f", shrank to the race of '{other.cluster}'"
+                return
         mine = _story(rec.minimal)
         for other in list(self.findings.values()):
             if other is rec or other.minimal is None or other.duplicate_of is not None:

@@ -1,13 +1,15 @@
 """Shrinking: from a failing schedule to a 1-minimal one that fails with the same signature.
 
-`shrink` is the only place where candidates are run during shrinking, through the `run` function
-the caller wires to the executor. `sort_key` is the one definition of "simpler"; the passes
-(`racefuzz.shrink_passes.PASSES`, plain functions, biggest cuts first) propose candidates and
+Candidates are run only through `racefuzz.shrink_runs.Runs` (replays, in parallel batches when
+asked, and the time budget), with the `run` function the caller wires to the executor.
+`sort_key` is the one definition of "simpler"; the passes (`racefuzz.shrink_passes.PASSES`,
+plain functions, biggest cuts first) propose candidates and
 `_Shrinker.consider` keeps those that are simpler, well-formed (`racefuzz.schedule.problems`) and
 still fail. The pass list is repeated until a full round changes nothing, the time budget is
 spent, or too many candidates in a row led nowhere (the stall budget), as in Hypothesis' shrinker.
 
-Failures under overlap are flaky, so "fails" means "shows the signature in at least `need` of
+Failures under overlap are flaky, so "fails" means "shows the signature (`shrink_runs.shows`:
+under overlap clustering, the cluster or a subset of its kinds of call) in at least `need` of
 `replays` runs", with a recheck before a candidate is kept, and the final schedule is replayed
 `confirm_replays` times to report its reproduction rate.
 
