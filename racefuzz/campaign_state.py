@@ -200,7 +200,7 @@ class AloneUnderOverlap:
         if finding.origin != ALONE:
             return
         # Its shape may be "": it opened a symptom cluster.
-        shape = self._shape.setdefault(_symptom(finding), finding.overlap)
+        shape = self._shape.setdefault(finding.symptom, finding.overlap)
         if shape != finding.overlap and rec.duplicate_of is None:
             rec.duplicate_of = replace(finding, overlap=shape).cluster
             rec.state += f", fails alone as '{rec.duplicate_of}' does"
@@ -208,10 +208,5 @@ class AloneUnderOverlap:
     def route(self, finding: Finding) -> Finding:
         if not finding.overlap:
             return finding
-        shape = self._shape.get(_symptom(finding), finding.overlap)
+        shape = self._shape.get(finding.symptom, finding.overlap)
         return finding if shape == finding.overlap else replace(finding, overlap=shape)
-
-
-def _symptom(finding: Finding) -> str:
-    """The cluster a finding would have without overlap clustering."""
-    return replace(finding, overlap="").cluster

@@ -244,11 +244,14 @@ def judge(
 def overlap_shape(schedule: Schedule, step: int) -> str:
     """The kinds of call (`OpSpec.race_kind`) that overlapped in the last group that began at or
     before `step`, e.g. "run" for two runs or "copy+create"; "" when no group did (then the order
-    alone broke it, and the symptom is the identity)."""
+    alone broke it, and the symptom is the identity). A group of one step overlaps nothing (the
+    shrinker leaves such groups when it takes a step out of a pair), so it does not count."""
     shape = ""
     for start, stop in schedule.groups():
         if start > step:
             break
+        if stop - start < 2:
+            continue
         kinds = {SPECS[s.op].race_kind for s in schedule.steps[start:stop]}
         shape = "+".join(sorted(kinds))
     return shape

@@ -9,7 +9,7 @@ reports.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -95,6 +95,11 @@ class Finding:
         else:
             key = f"{self.kind}|{self.op}|{self.message}"
         return f"misuse|{key}" if self.misuse else key
+
+    @property
+    def symptom(self) -> str:
+        """The cluster this finding would have without overlap clustering."""
+        return replace(self, overlap="").cluster if self.overlap else self.cluster
 
     @property
     def slug(self) -> str:

@@ -35,7 +35,12 @@ def verdict(events, returncode, hung, trace_path, normalise, reports):
             problems.append((i, f"{e['check']} at step {i} ({step_op}): {e.get('detail', '')}"))
     # Clustered by the overlap's shape: any failure from its first overlap group on is this
     # finding again (one before it is not: the oracle gives such a failure no overlap).
-    first = min((i for i, x in enumerate(steps) if x.get("group") is not None), default=len(steps))
+    # A group of one step overlaps nothing, so it does not count.
+    groups = [x.get("group") for x in steps]
+    first = min(
+        (i for i, g in enumerate(groups) if g is not None and groups.count(g) > 1),
+        default=len(steps),
+    )
     late = [p for i, p in problems if i >= first]
     died = hung or not ended or returncode != 0
     if FINDING.get("overlap") and (late or (died and max(started, default=-1) >= first)):

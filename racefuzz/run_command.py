@@ -199,9 +199,7 @@ def make_shrink_hook(
         if result.confirmed:
             record.minimal = result.final
             failed = result.last_failure.findings if result.last_failure else ()
-            record.shrunk_to = next(
-                (f.cluster for f in failed if shows(record.finding.cluster, f)), None
-            )
+            record.shrunk_to = next((f.cluster for f in failed if shows(result.signature, f)), None)
             record.state = f"shrunk, reproduced {k}/{n}"
         else:
             record.state = f"not reproduced ({k}/{n})"

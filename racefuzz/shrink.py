@@ -13,6 +13,13 @@ under overlap clustering, the cluster or a subset of its kinds of call) in at le
 `replays` runs", with a recheck before a candidate is kept, and the final schedule is replayed
 `confirm_replays` times to report its reproduction rate.
 
+Under overlap clustering a cluster is the shape of the last overlap group before the failure,
+which blames the wrong group when an earlier race left the EP broken for every later call (a
+GPU device lost in `[create || create]` fails the `copy` of a later `[copy || alloc]`). So each
+round first tries the schedule with that group no longer overlapping (`_blame_earlier`): if it
+still fails the same way, under an earlier group's shape, the shrink goes on as a shrink of that
+earlier group's cluster, and `ShrinkResult.signature` says so.
+
 This module does not run schedules, classify findings or write reports: it only needs a `run`
 that turns crashes and hangs into `RunResult`s (the executor guarantees that), and a signature.
 """
@@ -27,12 +34,12 @@ from pathlib import Path
 
 from racefuzz import contract
 from racefuzz.atomic_file import write_text
-from racefuzz.outcome import RunResult
+from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule, ScheduleError, problems
 from racefuzz.schedule_json import dumps
 from racefuzz.shrink_order import sort_key
-from racefuzz.shrink_passes import PASSES, delete_steps, without
-from racefuzz.shrink_runs import Runs, Stop
+from racefuzz.shrink_passes import PASSES, delete_steps, ungrouped, without
+from racefuzz.shrink_runs import Runs, Stop, shows
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class ShrinkEvent:
 class ShrinkResult:
     original: Schedule
     final: Schedule  # equals `original` when nothing simpler failed, or it never reproduced
+    # What `final` was shrunk to show: the signature asked for, or the cluster of an earlier
+    # overlap group that the failure was blamed on (see the module's docstring).
     signature: str
     passes: tuple[PassStats, ...]  # in pass order, then "verify"
     candidates: int
@@ -212,7 +221,8 @@ class _Shrinker:
         self.started = time.monotonic()
         self.runs = Runs(run, signature, self.started + budget_s, confirm_replays, parallel)
         self.key = sort_key(original, models_by_size)
-        self.tallies = {p.__name__: _Tally() for p in PASSES} | {"verify": _Tally()}
+        self.tallies = {"blame": _Tally()} | {p.__name__: _Tally() for p in PASSES}
+        self.tallies["verify"] = _Tally()
         self.phase = "check"
         self.rejected: set[Schedule] = set()  # within one round; see `_search`
         self.candidates = self.stall = 0
@@ -223,7 +233,11 @@ class _Shrinker:
     def delete(self, indices: Iterable[int]) -> Schedule | None:
         return without(self.current, indices, self.library_of)
 
-    def consider(self, candidate: Schedule | None) -> bool:
+    def consider(
+        self, candidate: Schedule | None, match: Callable[[Finding], bool] | None = None
+    ) -> bool:
+        """Keep `candidate` if it is simpler and fails with the signature (with a finding
+        `match` accepts, when given)."""
         if candidate is None or candidate in self.rejected:
             return False
         key = sort_key(candidate, self.models_by_size)
@@ -238,8 +252,8 @@ class _Shrinker:
         self.candidates += 1
         tally.candidates += 1
         try:
-            fails = self.runs.fails(candidate, *self.check) and self.runs.fails(
-                candidate, *self.recheck
+            fails = self.runs.fails(candidate, *self.check, match=match) and self.runs.fails(
+                candidate, *self.recheck, match=match
             )
         finally:
             tally.calls += self.runs.calls - calls
@@ -311,6 +325,9 @@ class _Shrinker:
             # rejection may have been bad luck. Within a round the cache saves repeated runs.
             self.rejected.clear()
             before = self.current
+            self.phase = "blame"
+            self.tallies["blame"].runs += 1
+            self._blame_earlier()
             for p in PASSES:
                 self.phase = p.__name__
                 self.tallies[self.phase].runs += 1
@@ -318,6 +335,30 @@ class _Shrinker:
                 p(self)
             if self.current == before:
                 return
+
+    def _blame_earlier(self) -> None:
+        """Offer the schedule with the failure's overlap group no longer overlapping; kept when
+        it fails with the same symptom under an earlier group's shape, which then becomes the
+        signature: that earlier race broke the EP, not the overlap that happened to follow."""
+        seen = self.last_failure.findings if self.last_failure else ()
+        caught = next((f for f in seen if shows(self.signature, f) and f.overlap), None)
+        if caught is None or caught.step is None:
+            return
+        spans = [(a, b) for a, b in self.current.groups() if a <= caught.step and b - a > 1]
+        if not spans:
+            return
+
+        def earlier(f: Finding) -> bool:
+            return bool(f.overlap) and f.misuse == caught.misuse and f.symptom == caught.symptom
+
+        # The signature itself counts too, or a cut `drop_groups` would keep stays rejected.
+        def either(f: Finding) -> bool:
+            return shows(self.signature, f) or earlier(f)
+
+        if self.consider(ungrouped(self.current, range(*spans[-1])), match=either):
+            hit = self.runs.hit.findings if self.runs.hit else ()
+            if not any(shows(self.signature, f) for f in hit):
+                self.signature = self.runs.signature = next(f.cluster for f in hit if earlier(f))
 
     def _reproduce(self) -> tuple[int, int]:
         self.phase = "reproduce"

@@ -137,10 +137,11 @@ def _ungroup_clashes(schedule: Schedule) -> Schedule:
         threads = [s.thread for s in schedule.steps[start:stop]]
         if len(set(threads)) != len(threads):
             clashing.update(range(start, stop))
-    return _ungrouped(schedule, clashing)
+    return ungrouped(schedule, clashing)
 
 
-def _ungrouped(schedule: Schedule, indices: Iterable[int]) -> Schedule:
+def ungrouped(schedule: Schedule, indices: Iterable[int]) -> Schedule:
+    """The schedule with those steps in no overlap group."""
     ungroup = set(indices)
     return schedule.with_steps(
         replace(s, group=None) if i in ungroup else s for i, s in enumerate(schedule.steps)
@@ -223,7 +224,7 @@ def drop_groups(sh: Shrinking) -> None:
     """Stop a whole group from overlapping, then take single steps out of groups."""
     g = 0
     while g < len(groups := list(sh.current.groups())):
-        if not sh.consider(_ungrouped(sh.current, range(*groups[g]))):
+        if not sh.consider(ungrouped(sh.current, range(*groups[g]))):
             g += 1
     g = 0
     while g < len(groups := list(sh.current.groups())):

@@ -63,20 +63,28 @@ class Runs:
             self._pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C must not wait for runs
 
     def fails(
-        self, candidate: Schedule, need: int, replays: int, keep_reserve: bool = True
+        self,
+        candidate: Schedule,
+        need: int,
+        replays: int,
+        keep_reserve: bool = True,
+        match: Callable[[Finding], bool] | None = None,
     ) -> bool:
-        """True once `need` of up to `replays` runs showed the signature; stops as soon as the
-        answer is known either way (a batch in flight is finished)."""
+        """True once `need` of up to `replays` runs showed the signature (or a finding `match`
+        accepts); stops as soon as the answer is known either way (a batch in flight is
+        finished)."""
         hits = done = 0
         while hits < need and hits + replays - done >= need:
             for result in self.batch(candidate, min(self.parallel, replays - done), keep_reserve):
                 done += 1
-                if self.shows(result):
+                if self.shows(result, match):
                     hits += 1
                     self.hit = result
         return hits >= need
 
-    def shows(self, result: RunResult) -> bool:
+    def shows(self, result: RunResult, match: Callable[[Finding], bool] | None = None) -> bool:
+        if match is not None:
+            return any(match(f) for f in result.findings)
         return any(shows(self.signature, f) for f in result.findings)
 
     def batch(self, schedule: Schedule, n: int, keep_reserve: bool) -> list[RunResult]:

@@ -432,7 +432,7 @@ def test_progress_events_and_pass_counters_account_for_every_run() -> None:
     pattern, _ = CASES["B8"]
     fake = Fake("B8")
     result = do_shrink(noisy(pattern, seed=2), "B8", fake, on_progress=events.append)
-    assert [p.name for p in result.passes] == [p.__name__ for p in PASSES] + ["verify"]
+    assert [p.name for p in result.passes] == ["blame"] + [p.__name__ for p in PASSES] + ["verify"]
     kept = sum(p.shrinks for p in result.passes)
     assert kept == sum(e.improved for e in events) > 0
     assert result.candidates == sum(p.candidates for p in result.passes)
