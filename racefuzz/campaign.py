@@ -22,6 +22,7 @@ import errno
 import functools
 import heapq
 import itertools
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -90,6 +91,8 @@ class Campaign:
         for rec in self._restored:  # an earlier run's clusters, as it left them
             rec.known = rec.cluster in config.known_issues
             self.state.findings[rec.cluster] = rec
+        for rec in self._restored:  # a folder written before duplicates gave their schedules
+            self.state.adopt(rec)
         self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
         self._cancel: trio.CancelScope | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -131,8 +134,9 @@ class Campaign:
     async def run(self) -> CampaignState:
         self._token = trio.lowlevel.current_trio_token()
         self._ends_at = time.monotonic() + self.config.seconds
+        retry = not self.config.fuzz  # --shrink-only: also what did not reproduce, afresh
         for rec in self._restored:  # shrinks the resumed run did not finish, from its best
-            if campaign_store.needs_shrinking(rec):
+            if campaign_store.needs_shrinking(rec, retry_unreproduced=retry):
                 self._queue_shrink(rec, functools.partial(campaign_store.best_so_far, rec))
         self._persist()
         try:
@@ -349,7 +353,10 @@ class Campaign:
         def shrink(launcher: Launcher | None) -> None:
             rec.state = "shrinking"
             assert rec.smallest_result is not None
+            superseded = rec.bundle  # a retried shrink's bundle that never reproduced
             hook(rec, start(), rec.smallest_result, launcher)
+            if superseded is not None and rec.bundle != superseded:
+                shutil.rmtree(superseded, ignore_errors=True)  # its original is the new one's
             self.state.mark_duplicate(rec)
 
         label = f"shrinking {rec.finding.kind} on {rec.finding.op}"

@@ -149,11 +149,15 @@ class CampaignState:
         race (its minimal schedule fails as that cluster), whatever threads its steps are on."""
         if rec.minimal is None:
             return
+        for dup in list(self.findings.values()):  # its duplicates, shrunk before it was
+            if dup.duplicate_of == rec.cluster:
+                self.adopt(dup)
         if rec.shrunk_to not in (None, rec.cluster):
             other = self.findings.get(rec.shrunk_to)
             if other is not None and other.duplicate_of is None:
                 rec.duplicate_of = other.cluster
                 rec.state += f", shrank to the race of '{other.cluster}'"
+                self.adopt(rec)
                 return
         mine = _story(rec.minimal)
         for other in list(self.findings.values()):
@@ -163,7 +167,39 @@ class CampaignState:
             if same_kind and _story(other.minimal) & mine:
                 rec.duplicate_of = other.cluster
                 rec.state += f", same minimal schedule as '{other.cluster}'"
+                self.adopt(rec)
                 return
+
+    def adopt(self, dup: FindingRecord) -> None:
+        """A duplicate's minimal schedule reproduces the bug of the cluster it repeats. When it is
+        simpler (fewer steps, then a higher rate) than that cluster's own, or that one has none,
+        it becomes that cluster's minimal schedule and bundle, as Hypothesis keeps the simplest
+        example of each distinct failure whichever shrink found it: the shrink of
+        `[create || create]; [run || run]` may end at 8 steps while its bystander's ends at 5."""
+        primary = self.findings.get(dup.duplicate_of or "")
+        if primary is None or primary.state == "shrinking" or not _reproducer(dup):
+            return
+        if _reproducer(primary) and _simplicity(primary) <= _simplicity(dup):
+            return
+        assert dup.minimal is not None and dup.reproduction is not None
+        primary.minimal, primary.reproduction, primary.bundle = (
+            dup.minimal,
+            dup.reproduction,
+            dup.bundle,
+        )
+        k, n = dup.reproduction
+        primary.state = f"shrunk, reproduced {k}/{n} (the minimal schedule of '{dup.cluster}')"
+
+
+def _reproducer(rec: FindingRecord) -> bool:
+    return rec.minimal is not None and rec.reproduction is not None and rec.bundle is not None
+
+
+def _simplicity(rec: FindingRecord) -> tuple[int, float]:
+    """Smaller is simpler: steps, then the reproduction rate (higher first)."""
+    assert rec.minimal is not None and rec.reproduction is not None
+    k, n = rec.reproduction
+    return len(rec.minimal.steps), -k / max(n, 1)
 
 
 def _story(schedule: Schedule) -> set[str]:

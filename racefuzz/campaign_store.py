@@ -128,6 +128,7 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
         smallest_result=run,
         state=str(e.get("state") or "new"),
         duplicate_of=e.get("duplicate_of"),
+        shrunk_to=e.get("shrunk_to"),
         earlier_signatures=int(e.get("signatures") or 0),
     )
     if bundle is None:
@@ -149,13 +150,22 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
     return rec
 
 
-def needs_shrinking(rec: FindingRecord) -> bool:
-    """A restored cluster whose shrink the earlier run did not finish."""
-    return rec.bundle is None and rec.smallest_result is not None
+def needs_shrinking(rec: FindingRecord, retry_unreproduced: bool = False) -> bool:
+    """A restored cluster whose shrink the earlier run did not finish; with
+    `retry_unreproduced` (`--shrink-only`), also one whose minimal schedule did not reproduce:
+    a GPU race may need the load that `--shrink-parallel` brings."""
+    if rec.smallest_result is None:
+        return False
+    if rec.bundle is None:
+        return True
+    return retry_unreproduced and rec.minimal is None and rec.duplicate_of is None
 
 
 def best_so_far(rec: FindingRecord) -> Schedule:
-    """Where a restored shrink restarts: the shrinker's best failing schedule, if it got one."""
+    """Where a restored shrink restarts: the shrinker's best failing schedule, if it got one; the
+    cluster's smallest member again when that best was bundled and did not reproduce."""
+    if rec.bundle is not None:
+        return rec.smallest
     try:
         best = load(rec.best_path)
     except ScheduleError:

@@ -32,6 +32,7 @@ def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
         minimal_steps=rec.minimal_steps,
         reproduction=list(rec.reproduction) if rec.reproduction else None,
         duplicate_of=rec.duplicate_of,
+        shrunk_to=rec.shrunk_to,
         bundle=str(rec.bundle.relative_to(root)) if rec.bundle else None,
     )
     return d

@@ -36,7 +36,7 @@ from racefuzz import contract
 from racefuzz.atomic_file import write_text
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule, ScheduleError, problems
-from racefuzz.schedule_json import dumps
+from racefuzz.schedule_json import dumps, load
 from racefuzz.shrink_order import sort_key
 from racefuzz.shrink_passes import PASSES, delete_steps, ungrouped, without
 from racefuzz.shrink_runs import Runs, Stop, shows
@@ -359,6 +359,7 @@ class _Shrinker:
             hit = self.runs.hit.findings if self.runs.hit else ()
             if not any(shows(self.signature, f) for f in hit):
                 self.signature = self.runs.signature = next(f.cluster for f in hit if earlier(f))
+                self._save_best()
 
     def _reproduce(self) -> tuple[int, int]:
         self.phase = "reproduce"
@@ -386,4 +387,25 @@ class _Shrinker:
     def _save_best(self) -> None:
         if self.best_path is None:
             return
+        # The signature first: a resumed shrink of the best must ask for what it was shrunk to
+        # show (after `_blame_earlier`, an earlier group's cluster), or it will not reproduce.
+        write_text(signature_path(self.best_path), self.signature)
         write_text(self.best_path, dumps(self.current))  # never seen half-written
+
+
+def signature_path(best_path: Path) -> Path:
+    """Where a shrink keeps the signature its best schedule (at `best_path`) shows."""
+    return best_path.with_suffix(".signature")
+
+
+def resumed_signature(best_path: Path | None, start: Schedule) -> str | None:
+    """The signature a cut-short shrink was after when its best schedule was `start`; None when
+    `start` is not that best (a fresh shrink) or nothing was saved."""
+    if best_path is None:
+        return None
+    try:
+        if load(best_path) != start:
+            return None
+        return signature_path(best_path).read_text(encoding="utf-8").strip() or None
+    except (OSError, ScheduleError):
+        return None

@@ -73,9 +73,11 @@ def shrink_to_bundle(
         # Replays at once cannot share one slot's zygote: each then starts its own worker.
         return executor.run(target, s, options, launcher=launcher if parallel == 1 else None)
 
+    # A shrink resumed from its best schedule asks for what that schedule was shrunk to show.
+    signature = shrink.resumed_signature(best_path, schedule) or finding.cluster
     result = shrink.shrink(
         schedule,
-        finding.cluster,
+        signature,
         run,
         replays=replays,
         need=need,
@@ -162,6 +164,7 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
         if launcher is not None:
             launcher.close()
     best.unlink(missing_ok=True)
+    shrink.signature_path(best).unlink(missing_ok=True)
     out.print(timeline(result.final))
     k, n = result.reproduction
     minimal = "1-minimal" if result.one_minimal else "not shown 1-minimal"

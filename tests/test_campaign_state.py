@@ -1,11 +1,13 @@
-"""Which clusters are one bug: `CampaignState.mark_duplicate` after a shrink."""
+"""Which clusters are one bug: `CampaignState.mark_duplicate` after a shrink, and which
+schedule reproduces it (`CampaignState.adopt`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from racefuzz import campaign_store
 from racefuzz.campaign_state import CampaignState, FindingRecord
-from racefuzz.outcome import Finding
+from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Op, Schedule, Step
 
 
@@ -60,3 +62,81 @@ def test_without_that_only_the_same_minimal_schedule_makes_a_duplicate() -> None
     assert elsewhere.duplicate_of is None  # its race is its own: another thread layout
     state.mark_duplicate(same)
     assert same.duplicate_of == "overlap|create+run"
+
+
+def shrunk(rec: FindingRecord, k: int, n: int) -> FindingRecord:
+    rec.reproduction, rec.bundle = (k, n), Path(f"bundle-{rec.finding.overlap}")
+    rec.state = f"shrunk, reproduced {k}/{n}"
+    return rec
+
+
+def runs_race(extra: int) -> Schedule:
+    """`register; create s1; create s2; [run s1 || run s2]` after `extra` more creates."""
+    more = tuple(
+        Step(0, Op.CREATE, session=f"s{3 + i}", profile="webgpu", model="tiny")
+        for i in range(extra)
+    )
+    return Schedule(
+        2,
+        (
+            Step(0, Op.REGISTER, library="webgpu"),
+            Step(0, Op.CREATE, session="s1", profile="webgpu", model="tiny"),
+            Step(0, Op.CREATE, session="s2", profile="webgpu", model="tiny"),
+            *more,
+            Step(0, Op.RUN, session="s1", group=1),
+            Step(1, Op.RUN, session="s2", group=1),
+        ),
+    )
+
+
+def test_a_duplicates_simpler_schedule_becomes_its_clusters_reproducer() -> None:
+    # As on the H200: the 'run' cluster shrank to 8 steps (4/20), its bystander 'run+terminate'
+    # to the same race in 5 (20/20).
+    runs = shrunk(record("run", runs_race(3)), 4, 20)
+    bystander = shrunk(record("run+terminate", runs_race(0), "overlap|run"), 20, 20)
+    state = state_of(runs, bystander)
+    state.mark_duplicate(bystander)
+    assert bystander.verdict == "duplicate" and runs.verdict == "new"
+    assert (runs.minimal, runs.reproduction, runs.bundle) == (
+        runs_race(0),
+        (20, 20),
+        Path("bundle-run+terminate"),
+    )
+    assert (
+        runs.state == "shrunk, reproduced 20/20 (the minimal schedule of 'overlap|run+terminate')"
+    )
+
+
+def test_a_clusters_own_schedule_stays_when_it_is_as_simple() -> None:
+    runs = shrunk(record("run", runs_race(0)), 12, 20)
+    slower = shrunk(record("run+terminate", runs_race(0), "overlap|run"), 6, 20)
+    longer = shrunk(record("copy+run", runs_race(1), "overlap|run"), 20, 20)
+    state = state_of(runs, slower, longer)
+    state.mark_duplicate(slower)
+    state.mark_duplicate(longer)
+    assert runs.bundle == Path("bundle-run") and runs.reproduction == (12, 20)
+    assert slower.duplicate_of == longer.duplicate_of == "overlap|run"
+
+
+def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done() -> None:
+    runs = record("run", runs_race(3))
+    runs.state, runs.minimal = "shrinking", None
+    bystander = shrunk(record("run+terminate", runs_race(0), "overlap|run"), 18, 20)
+    state = state_of(runs, bystander)
+    state.mark_duplicate(bystander)
+    assert runs.bundle is None  # its own shrink may still find something simpler
+    runs.minimal = runs_race(3)
+    shrunk(runs, 5, 20)
+    state.mark_duplicate(runs)
+    assert runs.minimal == runs_race(0) and runs.reproduction == (18, 20)
+
+
+def test_shrink_only_retries_a_cluster_whose_minimal_schedule_did_not_reproduce() -> None:
+    rec = record("copy", runs_race(0))
+    rec.minimal, rec.bundle, rec.state = None, Path("bundle-copy"), "not reproduced (0/20)"
+    assert not campaign_store.needs_shrinking(rec)  # nothing to retry from: no failing run
+    rec.smallest_result = RunResult(rec.smallest, (), Exit.CRASH, signal="SIGSEGV")
+    assert not campaign_store.needs_shrinking(rec)
+    assert campaign_store.needs_shrinking(rec, retry_unreproduced=True)
+    rec.minimal = runs_race(0)
+    assert not campaign_store.needs_shrinking(rec, retry_unreproduced=True)

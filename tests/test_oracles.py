@@ -128,6 +128,13 @@ def test_overlap_clustering_makes_any_failure_after_a_group_one_cluster_per_shap
     assert len({f.signature for f in found}) == 3  # the symptoms are still told apart
     plain = judge(RunResult(sched, error, Exit.CLEAN)).findings[0]
     assert plain.cluster == "error|run|Device is lost N"
+    # A worker killed between steps (an EP's own thread aborting after step 4) follows the
+    # group too, as one did on the H200 after `[create || create]`, not a cluster of its own.
+    done = tuple(StepOutcome(i, True) for i in range(5))
+    between = RunResult(sched, done, Exit.CRASH, returncode=-6, signal="SIGABRT")
+    (f,) = judge(between, by_overlap=True).findings
+    assert (f.step, f.cluster) == (None, "overlap|run")
+    assert judge(between).findings[0].cluster == "crash|SIGABRT|none"
 
 
 def test_normalise_strips_ort_status_words_after_a_pybind_location() -> None:

@@ -396,7 +396,7 @@ def test_best_path_always_holds_a_well_formed_schedule(tmp_path: Path) -> None:
     result = do_shrink(noisy(pattern, seed=7), "R1", Fake("R1"), best_path=best, on_progress=check)
     assert load(best) == result.final == expected
     assert seen[0] > seen[-1] == len(expected.steps)
-    assert [p.name for p in tmp_path.iterdir()] == ["best.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json", "best.signature"]
 
 
 def test_the_time_budget_is_respected() -> None:

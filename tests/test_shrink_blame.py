@@ -4,12 +4,15 @@ Uses the schedule helpers of `test_shrink`."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from test_shrink import copy, create, g, library_of, minimal, reg, run
 
 from racefuzz.oracles import overlap_shape
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Op, Schedule
-from racefuzz.shrink import shrink
+from racefuzz.schedule_json import load
+from racefuzz.shrink import resumed_signature, shrink
 from racefuzz.shrink_passes import normalised
 
 
@@ -94,3 +97,20 @@ def test_a_group_of_one_step_overlaps_nothing() -> None:
     assert overlap_shape(lone, 3) == "create"
     assert overlap_shape(AFTER_CREATES, 3) == "copy+run"
     assert overlap_shape(AFTER_CREATES, 0) == ""
+
+
+def test_a_resumed_shrink_asks_for_what_its_best_schedule_was_shrunk_to_show(
+    tmp_path: Path,
+) -> None:
+    best = tmp_path / "cluster.min.json"
+    result = shrink(
+        AFTER_CREATES, "overlap|copy+run", device_lost, library_of=library_of, best_path=best
+    )
+    start = load(best)
+    assert start == result.final and resumed_signature(best, start) == "overlap|create"
+    assert resumed_signature(best, AFTER_CREATES) is None  # not its best: a fresh shrink
+    assert resumed_signature(tmp_path / "none.min.json", start) is None
+    # Asking the best for the cluster's own shape is what left a webgpu cluster "not
+    # reproduced (0/20)" after a resume on the H200.
+    assert not shrink(start, "overlap|copy+run", device_lost, library_of=library_of).confirmed
+    assert shrink(start, "overlap|create", device_lost, library_of=library_of).confirmed
