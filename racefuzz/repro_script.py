@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from racefuzz.op_table import Op
+from racefuzz.op_table import SPECS, Op
 from racefuzz.outcome import Finding
 from racefuzz.repro_parts import (
     embedded_sources,
@@ -270,6 +270,7 @@ def main(argv):
 FINDING = json.loads(@@FINDING@@)
 TIMELINE = @@TIMELINE@@
 SCHEDULE = json.loads(@@SCHEDULE@@)
+RACE_KINDS = json.loads(@@RACE_KINDS@@)  # each op's kind of call in an overlap's shape
 PROFILES = json.loads(@@PROFILES@@)
 LIBRARIES = @@LIBRARIES@@  # the EP libraries the schedule registers, by the name its steps use
 TARGET_ENV = json.loads(@@ENV@@)
@@ -347,6 +348,7 @@ def repro_source(
         "FINDING": literal(json.dumps({k: getattr(finding, k) for k in _FINDING}, indent=1)),
         "TIMELINE": literal(text_timeline(schedule, finding.step)),
         "SCHEDULE": literal(json.dumps(to_json_obj(schedule), indent=1)),
+        "RACE_KINDS": literal(json.dumps({op.value: SPECS[op].race_kind for op in Op})),
         "PROFILES": literal(json.dumps(profiles, indent=1)),
         "LIBRARIES": repr(libraries),
         "ENV": literal(json.dumps(repro_env(target), indent=1)),

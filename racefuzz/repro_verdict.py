@@ -1,7 +1,8 @@
 """`verdict`, the part of `repro.py` that judges one replay: did it show the finding again?
 
 Kept as text (the script's template is text) in a module of its own so that the template stays
-small. It runs inside repro.py, where FINDING, SCHEDULE and how_it_died are the script's own.
+small. It runs inside repro.py, where FINDING, SCHEDULE, RACE_KINDS and how_it_died are the script's
+own.
 """
 
 VERDICT_SOURCE = r'''
@@ -33,17 +34,28 @@ def verdict(events, returncode, hung, trace_path, normalise, reports):
             if e["check"] == kind and step_op == op:
                 return True, f"{kind} at step {i} ({step_op}): {e.get('detail', '')}"
             problems.append((i, f"{e['check']} at step {i} ({step_op}): {e.get('detail', '')}"))
-    # Clustered by the overlap's shape: any failure from its first overlap group on is this
-    # finding again (one before it is not: the oracle gives such a failure no overlap).
-    # A group of one step overlaps nothing, so it does not count.
-    groups = [x.get("group") for x in steps]
-    first = min(
-        (i for i, g in enumerate(groups) if g is not None and groups.count(g) > 1),
-        default=len(steps),
-    )
-    late = [p for i, p in problems if i >= first]
+    # Clustered by the overlap's shape: a failure is this finding again when the last overlap
+    # group begun at or before its step had the finding's kinds of call, or fewer of them (as
+    # racefuzz's oracle and shrinker judge it); a failure that follows another race is not.
+    # A group of one step overlaps nothing. A death between steps follows the last step done.
+    wanted = set(FINDING["overlap"].split("+")) if FINDING.get("overlap") else set()
+
+    def ours(i):
+        shape, j = set(), 0
+        while j < len(steps) and j <= i:
+            k, group = j + 1, steps[j].get("group")
+            if group is not None:
+                while k < len(steps) and steps[k].get("group") == group:
+                    k += 1
+                if k - j > 1:
+                    shape = {RACE_KINDS[x["op"]] for x in steps[j:k]}
+            j = k
+        return bool(shape) and shape <= wanted
+
+    late = [p for i, p in problems if ours(i)]
     died = hung or not ended or returncode != 0
-    if FINDING.get("overlap") and (late or (died and max(started, default=-1) >= first)):
+    at = in_flight[0] if in_flight else max(done, default=0)
+    if wanted and (late or (died and ours(at))):
         what = late[0] if late else "hang" if hung else f"crash ({how_it_died(returncode)})"
         return True, f"{what} (after the {FINDING['overlap']} overlap)"
     problems = [p for _, p in problems]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +89,14 @@ def shrink_to_bundle(
         best_path=best_path,
         parallel=parallel,
     )
+    # A shrink that blamed an earlier overlap group (`shrink._blame_earlier`) made a schedule of
+    # that group's race: the bundle and its repro.py judge replays by that group's shape.
+    shown = finding
+    if finding.overlap and result.signature != finding.cluster:
+        shown = replace(finding, overlap=result.signature.rpartition("|")[2])
     folder = bundle.write_bundle(
         root,
-        finding,
+        shown,
         schedule if found is None else found,
         result.final,
         result.last_failure or failing,

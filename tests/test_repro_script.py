@@ -149,6 +149,18 @@ def test_under_overlap_clustering_a_failure_before_the_group_does_not_reproduce(
     assert "replay 1/1: not reproduced: something else: error at step 2" in proc.stdout
 
 
+def test_under_overlap_clustering_a_failure_after_another_race_does_not_reproduce(
+    tmp_path: Path, finding: Finding
+) -> None:
+    # The ghost create fails inside a group of creates: that is the create race, not a run one
+    # (on the H200 a copy+release bundle counted the create+run race's crashes before this).
+    grouped = FAILS.with_steps(replace(s, group=1) if s.op is Op.CREATE else s for s in FAILS.steps)
+    other = replace(finding, kind="zeroed", op="run", message="output N", overlap="copy+run")
+    proc = _run(_write(tmp_path, grouped, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "replay 1/1: not reproduced: something else: error at step 2" in proc.stdout
+
+
 def test_a_missing_library_file_is_one_line_and_exit_2(script: Path) -> None:
     proc = _run(script, "/nonexistent/libep.so")
     assert (proc.returncode, proc.stdout) == (2, "")
