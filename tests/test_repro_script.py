@@ -138,25 +138,22 @@ def test_under_overlap_clustering_any_failure_after_the_group_reproduces(
     assert "(after the create overlap)" in proc.stdout
 
 
-def test_under_overlap_clustering_a_failure_before_the_group_does_not_reproduce(
-    tmp_path: Path, finding: Finding
+@pytest.mark.parametrize(
+    ("grouped", "overlap"),
+    [
+        # The ghost create (step 2) fails before the only overlap group (the run, step 3).
+        (Op.RUN, "run"),
+        # It fails inside a group of creates: the create race, not a copy+run one (on the H200 a
+        # copy+release bundle counted the crashes of its create+run group before this).
+        (Op.CREATE, "copy+run"),
+    ],
+)
+def test_under_overlap_clustering_a_failure_outside_the_findings_race_does_not_reproduce(
+    tmp_path: Path, finding: Finding, grouped: Op, overlap: str
 ) -> None:
-    # The ghost create (step 2) fails before the only overlap group (the run, step 3).
-    late = FAILS.with_steps(replace(s, group=1) if s.op is Op.RUN else s for s in FAILS.steps)
-    other = replace(finding, kind="zeroed", op="run", message="output N", overlap="run")
-    proc = _run(_write(tmp_path, late, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "replay 1/1: not reproduced: something else: error at step 2" in proc.stdout
-
-
-def test_under_overlap_clustering_a_failure_after_another_race_does_not_reproduce(
-    tmp_path: Path, finding: Finding
-) -> None:
-    # The ghost create fails inside a group of creates: that is the create race, not a run one
-    # (on the H200 a copy+release bundle counted the create+run race's crashes before this).
-    grouped = FAILS.with_steps(replace(s, group=1) if s.op is Op.CREATE else s for s in FAILS.steps)
-    other = replace(finding, kind="zeroed", op="run", message="output N", overlap="copy+run")
-    proc = _run(_write(tmp_path, grouped, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
+    steps = FAILS.with_steps(replace(s, group=1) if s.op is grouped else s for s in FAILS.steps)
+    other = replace(finding, kind="zeroed", op="run", message="output N", overlap=overlap)
+    proc = _run(_write(tmp_path, steps, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "replay 1/1: not reproduced: something else: error at step 2" in proc.stdout
 
