@@ -96,6 +96,17 @@ class FindingRecord:
         return False
 
 
+@dataclass(frozen=True)
+class Totals:
+    """What a campaign folder's runs did in all: `--resume` adds one run to them."""
+
+    runs: int = 0
+    schedules: int = 0
+    seconds: float = 0.0
+    crashes: int = 0
+    hangs: int = 0
+
+
 @dataclass
 class CampaignState:
     """Everything the dashboard and the summary show; small and bounded by clusters."""
@@ -119,6 +130,18 @@ class CampaignState:
     internal_errors: list[str] = field(default_factory=list)  # racefuzz's own tracebacks
     log: deque[str] = field(default_factory=lambda: deque(maxlen=12))
     log_total: int = 0  # lines ever logged: lets a plain printer know what it has not shown
+    earlier: Totals = field(default_factory=Totals)  # the folder's runs before this one
+
+    def totals(self) -> Totals:
+        """This run and the folder's earlier ones together."""
+        e = self.earlier
+        return Totals(
+            e.runs + 1,
+            e.schedules + self.schedules,
+            e.seconds + self.elapsed(),
+            e.crashes + self.crashes,
+            e.hangs + self.hangs,
+        )
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

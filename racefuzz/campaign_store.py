@@ -24,7 +24,7 @@ from typing import Any
 
 from racefuzz.atomic_file import write_text
 from racefuzz.bundle import TMP_BUNDLE_PREFIX
-from racefuzz.campaign_state import FindingRecord
+from racefuzz.campaign_state import FindingRecord, Totals
 from racefuzz.outcome import RunResult
 from racefuzz.run_json import finding_from_json, run_from_json, run_to_json
 from racefuzz.schedule import Schedule, ScheduleError
@@ -90,6 +90,27 @@ def header(root: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def totals(root: Path) -> Totals:
+    """What the earlier runs of a campaign folder did in all (a folder written before totals
+    were kept counts as one run of its schedules; its crashes and hangs are unknown)."""
+    data = header(root)
+    kept = data.get("totals")
+    try:
+        if isinstance(kept, dict):
+            return Totals(
+                int(kept["runs"]),
+                int(kept["schedules"]),
+                float(kept["seconds"]),
+                int(kept["crashes"]),
+                int(kept["hangs"]),
+            )
+        if data:
+            return Totals(1, int(data.get("schedules") or 0), float(data.get("elapsed_s") or 0))
+    except (KeyError, TypeError, ValueError):
+        pass
+    return Totals()
 
 
 def entries(root: Path) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: P
         **header,
         "elapsed_s": round(state.elapsed(), 1),
         "schedules": state.schedules,
+        "totals": {k: round(v, 1) for k, v in asdict(state.totals()).items()},
         "interrupted": state.interrupted,
         "internal_errors": state.internal_errors,
         "findings": [_record_json(r, root) for r in records] + earlier,
@@ -70,6 +72,17 @@ _SECTIONS = (
 )
 
 
+def _totals_line(state: CampaignState) -> list[str]:
+    """For a resumed folder: every run of it together (the line above is this run's)."""
+    if not state.earlier.runs:
+        return []
+    t = state.totals()
+    return [
+        f"- this folder over its {t.runs} runs: {t.schedules} schedules in {t.seconds:.0f} s, "
+        f"{t.crashes} worker crashes, {t.hangs} hangs"
+    ]
+
+
 def summary_markdown(
     state: CampaignState, root: Path, header: dict[str, Any], records: list[FindingRecord]
 ) -> str:
@@ -86,6 +99,7 @@ def summary_markdown(
         f"- {state.schedules} schedules ({state.rate():.2f}/s), {state.crashes} worker crashes, "
         f"{state.hangs} hangs"
         + (f", {state.killed} workers killed from outside (not findings)" if state.killed else ""),
+        *_totals_line(state),
         f"- {len(records)} cluster(s): {state.counts()}; "
         f"{sum(r.signature_count for r in records)} distinct signature(s)",
         "",

@@ -256,6 +256,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         return executor.run(target, s, options)
 
     campaign = Campaign(target, config, folder, Baselines(target, run_one), None, restored)
+    if args.resume is not None:
+        campaign.state.earlier = campaign_store.totals(folder)
     campaign.reserve = reserve
     campaign.shrink_hook = make_shrink_hook(
         target,

@@ -340,11 +340,15 @@ class _Shrinker:
         """Offer the schedule with the failure's overlap group no longer overlapping; kept when
         it fails with the same symptom under an earlier group's shape, which then becomes the
         signature: that earlier race broke the EP, not the overlap that happened to follow."""
-        seen = self.last_failure.findings if self.last_failure else ()
+        failure = self.last_failure
+        seen = failure.findings if failure else ()
         caught = next((f for f in seen if shows(self.signature, f) and f.overlap), None)
-        if caught is None or caught.step is None:
+        if failure is None or caught is None:
             return
-        spans = [(a, b) for a, b in self.current.groups() if a <= caught.step and b - a > 1]
+        # A crash between steps follows the last step done, as the oracle places it.
+        done = (o.step for o in failure.outcomes)
+        at = caught.step if caught.step is not None else max(done, default=0)
+        spans = [(a, b) for a, b in self.current.groups() if a <= at and b - a > 1]
         if not spans:
             return
 

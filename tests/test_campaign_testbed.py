@@ -181,6 +181,11 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     )
     assert shrunk.returncode == 1, shrunk.stderr
     assert "racefuzz: 0 schedules" in shrunk.stdout, shrunk.stdout
+    # The folder's four runs together: the three that fuzzed, and this one.
+    totals = json.loads((folder / "findings.json").read_text())["totals"]
+    assert totals["runs"] == 4 and totals["schedules"] > 0, totals
+    summary = (folder / "summary.md").read_text()
+    assert f"- this folder over its 4 runs: {totals['schedules']} schedules in" in summary
     found = json.loads((folder / "findings.json").read_text())["findings"]
     assert {f["cluster"] for f in found} == set(clusters) | {f["cluster"] for f in found}
     assert all(f["bundle"] and "not shrunk" not in f["state"] for f in found), found

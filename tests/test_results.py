@@ -1,11 +1,14 @@
 """The campaign summary's labels: a finding's origin as its baseline classified it, and
-"unclassified" where no baseline ran (never filed under one of the two classes)."""
+"unclassified" where no baseline ran (never filed under one of the two classes); and a resumed
+folder's totals over its runs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from racefuzz.campaign_state import CampaignState, FindingRecord
+from racefuzz.campaign_state import CampaignState, FindingRecord, Totals
+from racefuzz.campaign_store import totals
 from racefuzz.outcome import Finding
 from racefuzz.results import summary_markdown
 from racefuzz.schedule import Op, Schedule, Step
@@ -41,3 +44,16 @@ def test_origins_are_order_induced_fails_alone_or_unclassified(tmp_path: Path) -
     # On a one-thread schedule too: "order-induced" says the order of calls did it (its
     # session alone is fine), not that threads interleaved.
     assert rows == {"run": "order-induced", "read": "fails alone too", "copy": "unclassified"}
+
+
+def test_a_folders_totals_read_back_and_a_folder_from_before_them_counts_as_one_run(
+    tmp_path: Path,
+) -> None:
+    assert totals(tmp_path) == Totals()
+    (tmp_path / "findings.json").write_text('{"schedules": 395, "elapsed_s": 157.2}')
+    assert totals(tmp_path) == Totals(1, 395, 157.2)
+    kept = {"runs": 3, "schedules": 656, "seconds": 562.0, "crashes": 131, "hangs": 5}
+    (tmp_path / "findings.json").write_text(json.dumps({"schedules": 0, "totals": kept}))
+    assert totals(tmp_path) == Totals(3, 656, 562.0, 131, 5)
+    (tmp_path / "findings.json").write_text('{"totals": {"runs": "many"}}')
+    assert totals(tmp_path) == Totals()  # damaged: start counting again, never fail

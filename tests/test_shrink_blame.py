@@ -9,7 +9,7 @@ from pathlib import Path
 from test_shrink import copy, create, g, library_of, minimal, reg, run
 
 from racefuzz.oracles import overlap_shape
-from racefuzz.outcome import Exit, Finding, RunResult
+from racefuzz.outcome import Exit, Finding, RunResult, StepOutcome
 from racefuzz.schedule import Op, Schedule
 from racefuzz.schedule_json import load
 from racefuzz.shrink import resumed_signature, shrink
@@ -114,3 +114,25 @@ def test_a_resumed_shrink_asks_for_what_its_best_schedule_was_shrunk_to_show(
     # reproduced (0/20)" after a resume on the H200.
     assert not shrink(start, "overlap|copy+run", device_lost, library_of=library_of).confirmed
     assert shrink(start, "overlap|create", device_lost, library_of=library_of).confirmed
+
+
+def abort_after_creates(schedule: Schedule) -> RunResult:
+    """Two creates in one group make the EP abort between steps, after the last copy: no step
+    in flight, so the crash follows the last overlap group before it, as the oracle places it."""
+    raced = any(
+        sum(s.op == Op.CREATE for s in schedule.steps[a:b]) > 1 for a, b in schedule.groups()
+    )
+    copies = [i for i, s in enumerate(schedule.steps) if s.op == Op.COPY]
+    if not raced or not copies:
+        return RunResult(schedule=schedule, outcomes=(), exit=Exit.CLEAN)
+    done = tuple(StepOutcome(i, True) for i in range(copies[-1] + 1))
+    shape = overlap_shape(schedule, copies[-1])
+    crash = Finding("crash", "none", "SIGABRT", (), None, overlap=shape)
+    return RunResult(schedule, done, Exit.CRASH, signal="SIGABRT", findings=(crash,))
+
+
+def test_a_crash_between_steps_is_blamed_on_the_earlier_group_too() -> None:
+    (first,) = abort_after_creates(AFTER_CREATES).findings
+    assert first.cluster == "overlap|copy+run"
+    result = shrink(AFTER_CREATES, first.cluster, abort_after_creates, library_of=library_of)
+    assert result.signature == "overlap|create" and result.confirmed
