@@ -169,19 +169,25 @@ class CampaignState:
     def mark_duplicate(self, rec: FindingRecord) -> None:
         """Two clusters that shrank to one minimal schedule are one bug: the one shrunk first
         stays, the other is marked its duplicate. So is a cluster that shrank to another one's
-        race (its minimal schedule fails as that cluster), whatever threads its steps are on."""
+        race (its minimal schedule fails as that cluster), whatever threads its steps are on.
+        Either way the simpler schedule becomes the bug's reproducer (`adopt`)."""
         if rec.minimal is None:
             return
         for dup in list(self.findings.values()):  # its duplicates, shrunk before it was
             if dup.duplicate_of == rec.cluster:
                 self.adopt(dup)
+        if self._same_bug(rec):
+            self.adopt(rec)
+
+    def _same_bug(self, rec: FindingRecord) -> bool:
+        """Mark `rec` a duplicate when it is one (see `mark_duplicate`); True when it was."""
+        assert rec.minimal is not None
         if rec.shrunk_to not in (None, rec.cluster):
             other = self.findings.get(rec.shrunk_to)
             if other is not None and other.duplicate_of is None:
                 rec.duplicate_of = other.cluster
                 rec.state += f", shrank to the race of '{other.cluster}'"
-                self.adopt(rec)
-                return
+                return True
         mine = _story(rec.minimal)
         for other in list(self.findings.values()):
             if other is rec or other.minimal is None or other.duplicate_of is not None:
@@ -190,8 +196,8 @@ class CampaignState:
             if same_kind and _story(other.minimal) & mine:
                 rec.duplicate_of = other.cluster
                 rec.state += f", same minimal schedule as '{other.cluster}'"
-                self.adopt(rec)
-                return
+                return True
+        return False
 
     def adopt(self, dup: FindingRecord) -> None:
         """A duplicate's minimal schedule reproduces the bug of the cluster it repeats. When it is

@@ -231,12 +231,8 @@ def judge(
             for f in found
         ]
     if by_overlap:
-        # A failure between steps (a worker killed by an EP's own thread) came after the last
-        # step that finished, so the groups up to that one are what it follows.
-        last = max((o.step for o in result.outcomes), default=0)
         found = [
-            replace(f, overlap=overlap_shape(result.schedule, last if f.step is None else f.step))
-            for f in found
+            replace(f, overlap=overlap_shape(result.schedule, result.placed_at(f))) for f in found
         ]
     unique: dict[str, Finding] = {}
     for f in found:

@@ -133,6 +133,13 @@ class RunResult:
     def failed(self) -> bool:
         return bool(self.findings)
 
+    def placed_at(self, finding: Finding) -> int:
+        """The step a finding is placed at: its own, or for one between steps (a worker killed
+        by an EP's own thread, no step in flight) the last step that finished."""
+        if finding.step is not None:
+            return finding.step
+        return max((o.step for o in self.outcomes), default=0)
+
     def outcome(self, step: int) -> StepOutcome | None:
         for o in self.outcomes:
             if o.step == step:

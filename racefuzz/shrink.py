@@ -345,9 +345,7 @@ class _Shrinker:
         caught = next((f for f in seen if shows(self.signature, f) and f.overlap), None)
         if failure is None or caught is None:
             return
-        # A crash between steps follows the last step done, as the oracle places it.
-        done = (o.step for o in failure.outcomes)
-        at = caught.step if caught.step is not None else max(done, default=0)
+        at = failure.placed_at(caught)  # as the oracle placed it: a crash between steps too
         spans = [(a, b) for a, b in self.current.groups() if a <= at and b - a > 1]
         if not spans:
             return
