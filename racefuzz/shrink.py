@@ -11,7 +11,9 @@ spent, or too many candidates in a row led nowhere (the stall budget), as in Hyp
 Failures under overlap are flaky, so "fails" means "shows the signature (`shrink_runs.shows`:
 under overlap clustering, the cluster or a subset of its kinds of call) in at least `need` of
 `replays` runs", with a recheck before a candidate is kept, and the final schedule is replayed
-`confirm_replays` times to report its reproduction rate.
+`confirm_replays` times to report its reproduction rate. A failure rarer than the checks assume
+gets more replays per check (`shrink_runs.replays_for`, from the rate `Runs.measure` found for the
+original), up to `max_replays`.
 
 Under overlap clustering a cluster is the shape of the last overlap group before the failure,
 which blames the wrong group when an earlier race left the EP broken for every later call (a
@@ -32,14 +34,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from racefuzz import contract
-from racefuzz.atomic_file import write_text
+from racefuzz import contract, shrink_best
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule, ScheduleError, problems
-from racefuzz.schedule_json import dumps, load
 from racefuzz.shrink_order import sort_key
 from racefuzz.shrink_passes import PASSES, delete_steps, ungrouped, without
-from racefuzz.shrink_runs import Runs, Stop, shows
+from racefuzz.shrink_runs import Runs, Stop, replays_for, shows
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class ShrinkResult:
     # when the budget ran out before that was checked.
     one_minimal: bool
     reproduction: tuple[int, int]  # (failed with the signature, replays) of `final`
+    measured: tuple[int, int]  # (failed, runs) of `original` before the search: its rate
+    check: tuple[int, int]  # (need, replays) of each candidate's check, sized to that rate
     last_failure: RunResult | None  # the last run of `final` that failed; None if none did
     stopped: str  # "done", "stall", "budget" or "not reproduced"
 
@@ -140,6 +142,9 @@ def shrink(
     # recheck=(1, 5) 20 in 20, for about 25% more runs.
     recheck: tuple[int, int] = (1, 3),
     confirm_replays: int = 20,
+    # A check sized to a rare failure's rate stops here: 24 runs catch a 1-in-12 failure 7 times
+    # in 8; a rarer one is better found again by fuzzing than shrunk at this cost a candidate.
+    max_replays: int = 24,
     budget_s: float = 600.0,
     max_stall: int = 500,
     models_by_size: Sequence[str] = (),
@@ -167,6 +172,8 @@ def shrink(
         raise ValueError(f"need must be within 1..replays, not {need} of {replays}")
     if not 0 <= recheck[0] <= recheck[1]:
         raise ValueError(f"recheck must be k of n with k <= n, not {recheck[0]} of {recheck[1]}")
+    if max_replays < 1:
+        raise ValueError(f"max_replays must be at least 1, not {max_replays}")
     shrinker = _Shrinker(
         schedule,
         signature,
@@ -174,6 +181,7 @@ def shrink(
         check=(need, replays),
         recheck=recheck,
         confirm_replays=confirm_replays,
+        max_replays=max_replays,
         budget_s=budget_s,
         max_stall=max_stall,
         models_by_size=models_by_size,
@@ -200,6 +208,7 @@ class _Shrinker:
         check: tuple[int, int],
         recheck: tuple[int, int],
         confirm_replays: int,
+        max_replays: int,
         budget_s: float,
         max_stall: int,
         models_by_size: Sequence[str],
@@ -212,7 +221,8 @@ class _Shrinker:
         self.legal_only = contract.is_legal(original, library_of)
         self.signature = signature
         self.check, self.recheck = check, recheck
-        self.confirm_replays = confirm_replays
+        self.confirm_replays, self.max_replays = confirm_replays, max_replays
+        self.measured = (0, 0)
         self.max_stall = max_stall
         self.models_by_size = models_by_size
         self.library_of = library_of
@@ -276,8 +286,10 @@ class _Shrinker:
         stopped, one_minimal, reproduction = "done", False, (0, 0)
         try:
             tries = max(self.check[1], self.confirm_replays)
-            if self.runs.fails(self.original, 1, tries, keep_reserve=False):
+            self.measured = self.runs.measure(self.original, tries, self.check[1])
+            if self.measured[0]:
                 self.last_failure = self.runs.hit
+                self._size_checks(self.measured[0] / self.measured[1])
                 stopped, one_minimal = self._search_and_verify()
             else:
                 stopped, reproduction = "not reproduced", (0, tries)
@@ -295,9 +307,18 @@ class _Shrinker:
             seconds=time.monotonic() - self.started,
             one_minimal=one_minimal,
             reproduction=reproduction,
+            measured=self.measured,
+            check=self.check,
             last_failure=self.last_failure,
             stopped=stopped,
         )
+
+    def _size_checks(self, rate: float) -> None:
+        """More replays per check (and recheck) for a rarer failure: see `shrink_runs`."""
+        (need, n), (k, m) = self.check, self.recheck
+        self.check = (need, replays_for(need, n, rate, max(n, self.max_replays)))
+        if m:
+            self.recheck = (k, replays_for(k, m, rate, max(m, self.max_replays)))
 
     def _search_and_verify(self) -> tuple[str, bool]:
         """Rounds of passes, then the 1-minimality check; a cut found there restarts the rounds."""
@@ -387,27 +408,5 @@ class _Shrinker:
             )
 
     def _save_best(self) -> None:
-        if self.best_path is None:
-            return
-        # The signature first: a resumed shrink of the best must ask for what it was shrunk to
-        # show (after `_blame_earlier`, an earlier group's cluster), or it will not reproduce.
-        write_text(signature_path(self.best_path), self.signature)
-        write_text(self.best_path, dumps(self.current))  # never seen half-written
-
-
-def signature_path(best_path: Path) -> Path:
-    """Where a shrink keeps the signature its best schedule (at `best_path`) shows."""
-    return best_path.with_suffix(".signature")
-
-
-def resumed_signature(best_path: Path | None, start: Schedule) -> str | None:
-    """The signature a cut-short shrink was after when its best schedule was `start`; None when
-    `start` is not that best (a fresh shrink) or nothing was saved."""
-    if best_path is None:
-        return None
-    try:
-        if load(best_path) != start:
-            return None
-        return signature_path(best_path).read_text(encoding="utf-8").strip() or None
-    except (OSError, ScheduleError):
-        return None
+        if self.best_path is not None:
+            shrink_best.save(self.best_path, self.signature, self.current)

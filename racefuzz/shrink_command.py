@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from racefuzz import bundle, executor, report, shrink
+from racefuzz import bundle, executor, report, shrink, shrink_best
 from racefuzz.console import timeline
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
@@ -44,6 +44,9 @@ def shrink_stats(original: Schedule, result: shrink.ShrinkResult) -> dict[str, A
         "candidates": result.candidates,
         "calls": result.calls,
         "one_minimal": result.one_minimal,
+        # How often the original failed, and the replays that rate gave each candidate.
+        "original_failed": "{} of {} runs".format(*result.measured),
+        "check": "{} of {} runs".format(*result.check),
         "stopped": result.stopped,
         "passes": {p.name: {"calls": p.calls, "shrinks": p.shrinks} for p in result.passes},
     }
@@ -75,7 +78,7 @@ def shrink_to_bundle(
         return executor.run(target, s, options, launcher=launcher if parallel == 1 else None)
 
     # A shrink resumed from its best schedule asks for what that schedule was shrunk to show.
-    signature = shrink.resumed_signature(best_path, schedule) or finding.cluster
+    signature = shrink_best.resumed_signature(best_path, schedule) or finding.cluster
     result = shrink.shrink(
         schedule,
         signature,
@@ -170,7 +173,7 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
         if launcher is not None:
             launcher.close()
     best.unlink(missing_ok=True)
-    shrink.signature_path(best).unlink(missing_ok=True)
+    shrink_best.signature_path(best).unlink(missing_ok=True)
     out.print(timeline(result.final))
     k, n = result.reproduction
     minimal = "1-minimal" if result.one_minimal else "not shown 1-minimal"

@@ -5,6 +5,11 @@ A race between sessions of a GPU EP may show only while the GPU is busy (webgpu'
 create-and-run on an H200: 0/5 replays alone, 16/20 eight at a time), so a shrink of such a
 target runs its replays `parallel` at a time: they load the GPU as the campaign's other jobs
 did, and a candidate costs one run's wall time instead of several.
+
+A rare failure needs more runs per candidate than a frequent one: a check of 1 in 3 replays
+misses a candidate failing 1 run in 8 two times in three, so the shrink keeps nothing and ends
+where it began (webgpu's "Device is lost", 5-10% of runs). The shrinker therefore measures how
+often the original fails (`Runs.measure`) and sizes its checks to that rate (`replays_for`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from math import comb
 
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule
@@ -36,6 +42,26 @@ def shows(wanted: str, finding: Finding) -> bool:
     if not finding.overlap or not wanted.startswith(prefix):
         return False
     return set(finding.overlap.split("+")) <= set(wanted.removeprefix(prefix).split("+"))
+
+
+# A check sized by `replays_for` misses a candidate that fails as often as the original did at
+# most this often, as the default 1 in 3 does a bug that shows in half the runs.
+MISS = 1 / 8
+
+
+def replays_for(need: int, replays: int, rate: float, cap: int) -> int:
+    """Replays for a check of `need` failing runs, so that a candidate failing at `rate` (the
+    original's, measured) passes it with probability 1 - MISS: never fewer than `replays`, never
+    more than `cap` (a check of a candidate that does not fail costs that many runs)."""
+    n = replays
+    while n < cap and _at_least(need, n, rate) < 1 - MISS:
+        n += 1
+    return n
+
+
+def _at_least(k: int, n: int, p: float) -> float:
+    """P(at least k of n independent runs fail), each failing with probability p."""
+    return sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
 
 
 class Runs:
@@ -81,6 +107,19 @@ class Runs:
                     hits += 1
                     self.hit = result
         return hits >= need
+
+    def measure(self, schedule: Schedule, tries: int, enough: int) -> tuple[int, int]:
+        """(showed, run) of `tries` runs of `schedule`, or of the first `enough` when every one
+        of them showed the signature: a failure that frequent suits the default checks, and a
+        rarer one needs all `tries` for its rate (a batch in flight is finished)."""
+        hits = done = 0
+        while done < tries and not (done >= enough and hits == done):
+            for result in self.batch(schedule, min(self.parallel, tries - done), False):
+                done += 1
+                if self.shows(result):
+                    hits += 1
+                    self.hit = result
+        return hits, done
 
     def shows(self, result: RunResult, match: Callable[[Finding], bool] | None = None) -> bool:
         if match is not None:

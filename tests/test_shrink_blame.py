@@ -12,7 +12,8 @@ from racefuzz.oracles import overlap_shape
 from racefuzz.outcome import Exit, Finding, RunResult, StepOutcome
 from racefuzz.schedule import Op, Schedule
 from racefuzz.schedule_json import load
-from racefuzz.shrink import resumed_signature, shrink
+from racefuzz.shrink import shrink
+from racefuzz.shrink_best import resumed_signature
 from racefuzz.shrink_passes import normalised
 
 
