@@ -171,11 +171,11 @@ class CampaignState:
         stays, the other is marked its duplicate. So is a cluster that shrank to another one's
         race (its minimal schedule fails as that cluster), whatever threads its steps are on.
         Either way the simpler schedule becomes the bug's reproducer (`adopt`)."""
-        if rec.minimal is None:
-            return
         for dup in list(self.findings.values()):  # its duplicates, shrunk before it was
             if dup.duplicate_of == rec.cluster:
-                self.adopt(dup)
+                self.adopt(dup)  # also when its own shrink did not reproduce
+        if rec.minimal is None:
+            return
         if self._same_bug(rec):
             self.adopt(rec)
 

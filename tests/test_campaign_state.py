@@ -131,6 +131,26 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done() -> 
     assert runs.minimal == runs_race(0) and runs.reproduction == (18, 20)
 
 
+def test_a_cluster_whose_own_shrink_did_not_reproduce_takes_its_duplicates_schedule() -> None:
+    # As on the H200 (campaign 9): 'create' was seen twice, its retried shrink reproduced 0/20,
+    # while four clusters had shrunk to its race, `[create || create]`, at up to 15/20.
+    create = record("create", runs_race(0))
+    create.state = "shrinking"
+    lost = shrunk(record("copy", runs_race(0), "overlap|create"), 15, 20)
+    state = state_of(create, lost)
+    state.mark_duplicate(lost)
+    assert lost.duplicate_of == "overlap|create" and create.bundle is None
+    create.minimal, create.bundle = None, Path("bundle-create")
+    create.state = "not reproduced (0/20)"
+    state.mark_duplicate(create)
+    assert (create.minimal, create.reproduction, create.bundle) == (
+        runs_race(0),
+        (15, 20),
+        Path("bundle-copy"),
+    )
+    assert create.state.startswith("shrunk, reproduced 15/20")
+
+
 def test_shrink_only_retries_a_cluster_whose_minimal_schedule_did_not_reproduce() -> None:
     rec = record("copy", runs_race(0))
     rec.minimal, rec.bundle, rec.state = None, Path("bundle-copy"), "not reproduced (0/20)"
