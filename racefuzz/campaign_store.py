@@ -29,7 +29,7 @@ from racefuzz.outcome import RunResult
 from racefuzz.run_json import finding_from_json, run_from_json, run_to_json
 from racefuzz.schedule import Schedule, ScheduleError
 from racefuzz.schedule_json import load
-from racefuzz.shrink import confirmed
+from racefuzz.shrink_result import confirmed
 
 _DERIVED = (".run.json", ".smallest.json", ".min.json")  # beside a finding's first schedule
 

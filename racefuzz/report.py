@@ -21,7 +21,7 @@ from racefuzz.repro_parts import libraries_registered
 from racefuzz.run_json import finding_from_json, run_from_json
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import loads
-from racefuzz.shrink import confirmed
+from racefuzz.shrink_result import confirmed
 from racefuzz.target import Target
 
 REPLAYS_SUGGESTED = 20

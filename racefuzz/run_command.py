@@ -20,7 +20,15 @@ from typing import Any
 
 import trio
 
-from racefuzz import campaign_store, contract, dashboard, executor, known_issues, results, shrink
+from racefuzz import (
+    campaign_store,
+    contract,
+    dashboard,
+    executor,
+    known_issues,
+    results,
+    shrink_result,
+)
 from racefuzz.baseline import Baselines
 from racefuzz.bundle import create_folder
 from racefuzz.campaign import Campaign, ShrinkHook
@@ -164,8 +172,9 @@ def make_shrink_hook(
 ) -> ShrinkHook:
     """What a campaign does with a new cluster: shrink its smallest member to a bundle.
 
-    Without a `budget`, each shrink gets `shrink.budget_for` the cost of the failing run, so a
-    slow GPU run gets proportionally more time; a given budget too small for that is said.
+    Without a `budget`, each shrink gets `shrink_result.budget_for` the cost of the failing
+    run, so a slow GPU run gets proportionally more time, and a rare failure's larger checks
+    more again (`stretch_budget`); a given budget too small for that is said.
     """
 
     def hook(
@@ -173,7 +182,7 @@ def make_shrink_hook(
     ) -> None:
         run_s = max(failing.seconds, 1e-3)
         given = budget is not None
-        seconds = budget if budget is not None else shrink.budget_for(run_s)
+        seconds = budget if budget is not None else shrink_result.budget_for(run_s)
         if given and seconds < 60 * run_s:
             note(
                 f"shrink budget {seconds:.0f} s allows only ~{seconds / run_s:.0f} runs at "
@@ -188,6 +197,7 @@ def make_shrink_hook(
             root,
             options=options,
             budget_s=seconds,
+            stretch_budget=not given,
             launcher=launcher,
             best_path=record.best_path,
             found=record.smallest,

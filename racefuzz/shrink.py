@@ -28,7 +28,6 @@ that turns crashes and hangs into `RunResult`s (the executor guarantees that), a
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -39,76 +38,8 @@ from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule, ScheduleError, problems
 from racefuzz.shrink_order import sort_key
 from racefuzz.shrink_passes import PASSES, delete_steps, ungrouped, without
+from racefuzz.shrink_result import MAX_BUDGET_S, PassStats, ShrinkEvent, ShrinkResult
 from racefuzz.shrink_runs import Runs, Stop, replays_for, shows
-
-
-@dataclass(frozen=True)
-class PassStats:
-    name: str
-    runs: int = 0  # times the pass was run (once a round)
-    candidates: int = 0  # simpler, well-formed candidates it had tested (cache hits excluded)
-    calls: int = 0  # executor runs those took
-    shrinks: int = 0  # candidates it kept
-
-
-@dataclass(frozen=True)
-class ShrinkEvent:
-    """A progress report: sent after each tested candidate and at the start of each phase."""
-
-    phase: str  # "check", a pass name, "verify" or "reproduce"
-    steps: int  # of the best schedule so far
-    threads: int
-    candidates: int  # tested so far, all phases
-    calls: int  # executor runs so far
-    improved: bool  # this event is a kept candidate
-
-
-@dataclass(frozen=True)
-class ShrinkResult:
-    original: Schedule
-    final: Schedule  # equals `original` when nothing simpler failed, or it never reproduced
-    # What `final` was shrunk to show: the signature asked for, or the cluster of an earlier
-    # overlap group that the failure was blamed on (see the module's docstring).
-    signature: str
-    passes: tuple[PassStats, ...]  # in pass order, then "verify"
-    candidates: int
-    calls: int  # executor runs, the reproduction replays included
-    seconds: float
-    # No single deletion of `final` (with its dependants) failed `need` of `replays`; False
-    # when the budget ran out before that was checked.
-    one_minimal: bool
-    reproduction: tuple[int, int]  # (failed with the signature, replays) of `final`
-    measured: tuple[int, int]  # (failed, runs) of `original` before the search: its rate
-    check: tuple[int, int]  # (need, replays) of each candidate's check, sized to that rate
-    last_failure: RunResult | None  # the last run of `final` that failed; None if none did
-    stopped: str  # "done", "stall", "budget" or "not reproduced"
-
-    @property
-    def rate(self) -> float:
-        k, n = self.reproduction
-        return k / n if n else 0.0
-
-    @property
-    def confirmed(self) -> bool:
-        """Whether `final` reproduced often enough to be called the shrunk schedule."""
-        return confirmed(*self.reproduction)
-
-
-# A minimal schedule that showed the finding in fewer of its confirmation replays than this is
-# "not reproduced": a flaky once-in-twenty run is not something to hand to an EP team as shrunk.
-MIN_REPRODUCTION = 0.1
-
-
-def confirmed(k: int, n: int) -> bool:
-    """k failing of n replays is enough: at least one, and at least MIN_REPRODUCTION of n."""
-    return n > 0 and k >= max(1, math.ceil(MIN_REPRODUCTION * n))
-
-
-def budget_for(run_s: float, floor_s: float = 60.0) -> float:
-    """A shrink budget that scales with the measured cost of one run: room for about 150
-    runs (a few passes and the confirmation replays), never less than `floor_s`, at most 30
-    minutes. 25 ms runs get the floor; 1.5 s GPU runs get 225 s."""
-    return min(max(floor_s, 150 * run_s), 1800.0)
 
 
 class _Stall(Exception):
@@ -146,6 +77,7 @@ def shrink(
     # in 8; a rarer one is better found again by fuzzing than shrunk at this cost a candidate.
     max_replays: int = 24,
     budget_s: float = 600.0,
+    stretch_budget: bool = False,
     max_stall: int = 500,
     models_by_size: Sequence[str] = (),
     library_of: Callable[[str], str | None] | None = None,
@@ -161,6 +93,8 @@ def shrink(
     for the `confirm_replays` final replays, and no run starts after the deadline, so a shrink
     ends at most one run late. A run already started is never interrupted (the executor's own
     timeout bounds it). A legal schedule (`racefuzz.contract`) only shrinks to legal ones.
+    With `stretch_budget` (a budget sized to a number of runs, `budget_for`), checks sized up for
+    a rare failure stretch the budget by as much, to at most `MAX_BUDGET_S` (or `budget_s`).
     `best_path`, when given, holds the best schedule so far as JSON, complete at every moment.
     Raises `ScheduleError` if `schedule` is not well-formed, `ValueError` for impossible replay
     counts.
@@ -183,6 +117,7 @@ def shrink(
         confirm_replays=confirm_replays,
         max_replays=max_replays,
         budget_s=budget_s,
+        stretch_budget=stretch_budget,
         max_stall=max_stall,
         models_by_size=models_by_size,
         library_of=library_of,
@@ -210,6 +145,7 @@ class _Shrinker:
         confirm_replays: int,
         max_replays: int,
         budget_s: float,
+        stretch_budget: bool,
         max_stall: int,
         models_by_size: Sequence[str],
         library_of: Callable[[str], str | None] | None,
@@ -223,6 +159,7 @@ class _Shrinker:
         self.check, self.recheck = check, recheck
         self.confirm_replays, self.max_replays = confirm_replays, max_replays
         self.measured = (0, 0)
+        self.budget_s = budget_s if stretch_budget else None
         self.max_stall = max_stall
         self.models_by_size = models_by_size
         self.library_of = library_of
@@ -309,6 +246,7 @@ class _Shrinker:
             reproduction=reproduction,
             measured=self.measured,
             check=self.check,
+            budget_s=self.runs.deadline - self.started,
             last_failure=self.last_failure,
             stopped=stopped,
         )
@@ -317,6 +255,10 @@ class _Shrinker:
         """More replays per check (and recheck) for a rarer failure: see `shrink_runs`."""
         (need, n), (k, m) = self.check, self.recheck
         self.check = (need, replays_for(need, n, rate, max(n, self.max_replays)))
+        if self.budget_s is not None:
+            stretched = self.budget_s * self.check[1] / n
+            limit = max(self.budget_s, MAX_BUDGET_S)
+            self.runs.deadline = self.started + min(stretched, limit)
         if m:
             self.recheck = (k, replays_for(k, m, rate, max(m, self.max_replays)))
 

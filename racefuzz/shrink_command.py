@@ -22,6 +22,7 @@ from racefuzz.executor import Launcher
 from racefuzz.outcome import Finding, RunResult
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import load
+from racefuzz.shrink_result import ShrinkEvent, ShrinkResult
 from racefuzz.target import Target
 from racefuzz.zygote_pool import ZygoteLauncher
 from racefuzz.zygote_pool import available as zygote_available
@@ -36,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("reports"), help="where the bundle goes")
 
 
-def shrink_stats(original: Schedule, result: shrink.ShrinkResult) -> dict[str, Any]:
+def shrink_stats(original: Schedule, result: ShrinkResult) -> dict[str, Any]:
     return {
         "steps": [len(original.steps), len(result.final.steps)],
         "threads": [original.threads, result.final.threads],
@@ -47,6 +48,7 @@ def shrink_stats(original: Schedule, result: shrink.ShrinkResult) -> dict[str, A
         # How often the original failed, and the replays that rate gave each candidate.
         "original_failed": "{} of {} runs".format(*result.measured),
         "check": "{} of {} runs".format(*result.check),
+        "budget_s": round(result.budget_s, 1),
         "stopped": result.stopped,
         "passes": {p.name: {"calls": p.calls, "shrinks": p.shrinks} for p in result.passes},
     }
@@ -62,14 +64,15 @@ def shrink_to_bundle(
     *,
     options: executor.RunOptions,
     budget_s: float,
+    stretch_budget: bool = False,
     replays: int = 3,
     need: int = 1,
     launcher: Launcher | None = None,
     best_path: Path | None = None,
-    on_progress: Callable[[shrink.ShrinkEvent], None] | None = None,
+    on_progress: Callable[[ShrinkEvent], None] | None = None,
     found: Schedule | None = None,
     parallel: int = 1,
-) -> tuple[shrink.ShrinkResult, Path]:
+) -> tuple[ShrinkResult, Path]:
     """Shrink `schedule` and write its bundle; the bundle's original is `found` when given (a
     resumed shrink starts from the best schedule of the one cut short, not from the finding)."""
 
@@ -86,6 +89,7 @@ def shrink_to_bundle(
         replays=replays,
         need=need,
         budget_s=budget_s,
+        stretch_budget=stretch_budget,
         models_by_size=target.models,
         library_of=target.library_of,
         on_progress=on_progress,
@@ -142,7 +146,7 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
     best = args.out / f".{args.path.stem}.best.json"
     args.out.mkdir(parents=True, exist_ok=True)
 
-    def progress(ev: shrink.ShrinkEvent) -> None:
+    def progress(ev: ShrinkEvent) -> None:
         if ev.improved or ev.candidates % 10 == 0:
             out.print(
                 f"  {ev.phase:<14} {ev.steps:>3} steps {ev.threads} thread(s), "

@@ -135,15 +135,15 @@ def test_a_cluster_whose_own_shrink_did_not_reproduce_takes_its_duplicates_sched
     # As on the H200 (campaign 9): 'create' was seen twice, its retried shrink reproduced 0/20,
     # while four clusters had shrunk to its race, `[create || create]`, at up to 15/20.
     create = record("create", runs_race(0))
-    create.state = "shrinking"
+    create.state, create.minimal = "shrinking", None
     lost = shrunk(record("copy", runs_race(0), "overlap|create"), 15, 20)
     state = state_of(create, lost)
     state.mark_duplicate(lost)
     assert lost.duplicate_of == "overlap|create" and create.bundle is None
-    create.minimal, create.bundle = None, Path("bundle-create")
-    create.state = "not reproduced (0/20)"
+    create.bundle, create.state = Path("bundle-create"), "not reproduced (0/20)"
     state.mark_duplicate(create)
-    assert (create.minimal, create.reproduction, create.bundle) == (
+    adopted = state.findings["overlap|create"]  # (mypy still holds `create.minimal` None)
+    assert (adopted.minimal, adopted.reproduction, adopted.bundle) == (
         runs_race(0),
         (15, 20),
         Path("bundle-copy"),

@@ -25,9 +25,10 @@ from racefuzz.oracles import overlap_shape
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.schedule_json import load
-from racefuzz.shrink import ShrinkEvent, ShrinkResult, shrink
+from racefuzz.shrink import shrink
 from racefuzz.shrink_order import SortKey, sort_key
 from racefuzz.shrink_passes import PASSES, merged, normalised, without
+from racefuzz.shrink_result import ShrinkEvent, ShrinkResult
 from racefuzz.shrink_runs import shows
 
 MODELS_BY_SIZE = ("tiny", "small", "big")
@@ -361,6 +362,21 @@ def test_a_rare_failure_gets_checks_sized_to_its_rate_and_still_reaches_the_mini
             )
             fixed.append(old.final == expected)
     assert sum(sized) >= 7 and sum(fixed) <= 2, (sized, fixed)
+
+
+def test_a_budget_sized_in_runs_stretches_with_the_checks_of_a_rare_failure() -> None:
+    pattern, _ = CASES["B3"]
+
+    def rare(**kw: Any) -> ShrinkResult:
+        fake = Fake("B3", p=0.125, seed=1)
+        return do_shrink(noisy(pattern, seed=5), "B3", fake, budget_s=100.0, **kw)
+
+    stretched, given = rare(stretch_budget=True), rare()
+    assert stretched.check == given.check == (1, 10)
+    assert stretched.budget_s == pytest.approx(100.0 * 10 / 3)
+    assert given.budget_s == pytest.approx(100.0)  # a budget the user gave is kept
+    frequent = do_shrink(noisy(pattern, seed=5), "B3", Fake("B3"), budget_s=100.0)
+    assert frequent.check == (1, 3) and frequent.budget_s == pytest.approx(100.0)
 
 
 def test_a_failure_seen_once_counts_only_when_need_is_one_and_there_is_no_recheck() -> None:

@@ -7,7 +7,7 @@ import time
 
 from test_shrink import CASES, Fake, do_shrink, noisy
 
-from racefuzz import shrink
+from racefuzz import shrink_result
 from racefuzz.outcome import RunResult
 from racefuzz.schedule import Schedule
 
@@ -62,8 +62,12 @@ def test_a_minimal_schedule_that_does_not_reproduce_is_not_called_shrunk() -> No
 
 
 def test_confirmation_needs_a_tenth_of_the_replays_and_the_budget_scales_with_run_cost() -> None:
-    assert not shrink.confirmed(0, 20) and not shrink.confirmed(1, 20)
-    assert shrink.confirmed(2, 20) and shrink.confirmed(1, 3) and not shrink.confirmed(0, 0)
-    assert shrink.budget_for(0.025) == 60.0  # a fast CPU run gets the floor
-    assert shrink.budget_for(1.5) == 225.0  # a slow GPU run gets room for ~150 runs
-    assert shrink.budget_for(60.0) == 1800.0  # capped
+    assert not shrink_result.confirmed(0, 20) and not shrink_result.confirmed(1, 20)
+    assert (
+        shrink_result.confirmed(2, 20)
+        and shrink_result.confirmed(1, 3)
+        and not shrink_result.confirmed(0, 0)
+    )
+    assert shrink_result.budget_for(0.025) == 60.0  # a fast CPU run gets the floor
+    assert shrink_result.budget_for(1.5) == 225.0  # a slow GPU run gets room for ~150 runs
+    assert shrink_result.budget_for(60.0) == 1800.0  # capped
