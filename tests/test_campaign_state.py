@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from racefuzz import campaign_store
 from racefuzz.campaign_state import CampaignState, FindingRecord
 from racefuzz.outcome import Exit, Finding, RunResult
@@ -118,37 +120,31 @@ def test_a_clusters_own_schedule_stays_when_it_is_as_simple() -> None:
     assert slower.duplicate_of == longer.duplicate_of == "overlap|run"
 
 
-def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done() -> None:
+@pytest.mark.parametrize("reproduced", [True, False])
+def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
+    reproduced: bool,
+) -> None:
+    # Its own shrink ends with a longer schedule, or (as 'create' in campaign 9 on the H200,
+    # seen twice) with none that reproduced, while a duplicate had shrunk to its race.
     runs = record("run", runs_race(3))
     runs.state, runs.minimal = "shrinking", None
     bystander = shrunk(record("run+terminate", runs_race(0), "overlap|run"), 18, 20)
     state = state_of(runs, bystander)
     state.mark_duplicate(bystander)
     assert runs.bundle is None  # its own shrink may still find something simpler
-    runs.minimal = runs_race(3)
-    shrunk(runs, 5, 20)
+    if reproduced:
+        runs.minimal = runs_race(3)
+        shrunk(runs, 5, 20)
+    else:
+        runs.bundle, runs.state = Path("bundle-run"), "not reproduced (0/20)"
     state.mark_duplicate(runs)
-    assert runs.minimal == runs_race(0) and runs.reproduction == (18, 20)
-
-
-def test_a_cluster_whose_own_shrink_did_not_reproduce_takes_its_duplicates_schedule() -> None:
-    # As on the H200 (campaign 9): 'create' was seen twice, its retried shrink reproduced 0/20,
-    # while four clusters had shrunk to its race, `[create || create]`, at up to 15/20.
-    create = record("create", runs_race(0))
-    create.state, create.minimal = "shrinking", None
-    lost = shrunk(record("copy", runs_race(0), "overlap|create"), 15, 20)
-    state = state_of(create, lost)
-    state.mark_duplicate(lost)
-    assert lost.duplicate_of == "overlap|create" and create.bundle is None
-    create.bundle, create.state = Path("bundle-create"), "not reproduced (0/20)"
-    state.mark_duplicate(create)
-    adopted = state.findings["overlap|create"]  # (mypy still holds `create.minimal` None)
+    adopted = state.findings["overlap|run"]  # (mypy would hold `runs.minimal` None)
     assert (adopted.minimal, adopted.reproduction, adopted.bundle) == (
         runs_race(0),
-        (15, 20),
-        Path("bundle-copy"),
+        (18, 20),
+        Path("bundle-run+terminate"),
     )
-    assert create.state.startswith("shrunk, reproduced 15/20")
+    assert adopted.state.startswith("shrunk, reproduced 18/20")
 
 
 def test_shrink_only_retries_a_cluster_whose_minimal_schedule_did_not_reproduce() -> None:
