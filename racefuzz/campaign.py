@@ -353,9 +353,10 @@ class Campaign:
         def shrink(launcher: Launcher | None) -> None:
             rec.state = "shrinking"
             assert rec.smallest_result is not None
-            superseded = rec.bundle  # a retried shrink's bundle that never reproduced
+            superseded = rec.bundle  # a retried shrink's, or the one a cut-short shrink left
             hook(rec, start(), rec.smallest_result, launcher)
-            if superseded is not None and rec.bundle != superseded:
+            shared = any(r.bundle == superseded for r in self.state.findings.values())
+            if superseded is not None and rec.bundle != superseded and not shared:
                 shutil.rmtree(superseded, ignore_errors=True)  # its original is the new one's
             self.state.mark_duplicate(rec)
 

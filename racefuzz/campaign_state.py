@@ -48,6 +48,9 @@ class FindingRecord:
     # The cluster its minimal schedule's failure belongs to: another cluster's when the shrink
     # cut an overlap's bystanders (`shrink_runs.shows`), i.e. it was that cluster's race.
     shrunk_to: str | None = None
+    # Its minimal schedule is where a shrink stopped when its time budget ran out, before it
+    # was shown 1-minimal (the bundle's shrink statistics say so): `--shrink-only` goes on.
+    cut_short: bool = False
 
     @property
     def signature_count(self) -> int:

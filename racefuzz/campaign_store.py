@@ -164,6 +164,7 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
     rec.reproduction = (int(k), int(n))
     if confirmed(*rec.reproduction):
         rec.minimal = minimal
+        rec.cut_short = _stopped(bundle) == "budget"
         if listed is None:  # adopted: the run that wrote it was killed before listing it
             rec.state = f"shrunk, reproduced {k}/{n}"
     elif listed is None:
@@ -171,22 +172,35 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
     return rec
 
 
+def _stopped(bundle: Path) -> str | None:
+    """Why the shrink that wrote `bundle` stopped ("done", "stall", "budget"...), if it says."""
+    try:
+        stats = json.loads((bundle / "bundle.json").read_text(encoding="utf-8"))["shrink"]
+        return str(stats["stopped"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def needs_shrinking(rec: FindingRecord, retry_unreproduced: bool = False) -> bool:
     """A restored cluster whose shrink the earlier run did not finish; with
-    `retry_unreproduced` (`--shrink-only`), also one whose minimal schedule did not reproduce:
-    a GPU race may need the load that `--shrink-parallel` brings."""
+    `retry_unreproduced` (`--shrink-only`), also one whose minimal schedule did not reproduce
+    (a GPU race may need the load that `--shrink-parallel` brings), or was where its shrink's
+    budget ran out (a rare failure's shrink may need several calls)."""
     if rec.smallest_result is None:
         return False
     if rec.bundle is None:
         return True
-    return retry_unreproduced and rec.minimal is None and rec.duplicate_of is None
+    if not retry_unreproduced or rec.duplicate_of is not None:
+        return False
+    return rec.minimal is None or rec.cut_short
 
 
 def best_so_far(rec: FindingRecord) -> Schedule:
     """Where a restored shrink restarts: the shrinker's best failing schedule, if it got one; the
-    cluster's smallest member again when that best was bundled and did not reproduce."""
+    cluster's smallest member again when that best was bundled and did not reproduce, and the
+    bundled minimal schedule when its shrink was cut short."""
     if rec.bundle is not None:
-        return rec.smallest
+        return rec.minimal if rec.minimal is not None and rec.cut_short else rec.smallest
     try:
         best = load(rec.best_path)
     except ScheduleError:

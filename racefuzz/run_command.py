@@ -204,13 +204,21 @@ def make_shrink_hook(
             parallel=parallel,
         )
         k, n = result.reproduction
+        if not result.confirmed and record.minimal is not None and record.reproduction:
+            # Going on from a shrink cut short: a flaky miss must not lose what reproduced.
+            shutil.rmtree(bundle, ignore_errors=True)
+            was = "{}/{}".format(*record.reproduction)
+            record.state = f"shrunk, reproduced {was}; going on from it did not ({k}/{n})"
+            return
         record.reproduction = (k, n)
         record.bundle = bundle
         if result.confirmed:
             record.minimal = result.final
             failed = result.last_failure.findings if result.last_failure else ()
             record.shrunk_to = next((f.cluster for f in failed if shows(result.signature, f)), None)
-            record.state = f"shrunk, reproduced {k}/{n}"
+            record.cut_short = result.stopped == "budget"
+            cut = ", its budget ran out before it was 1-minimal" if record.cut_short else ""
+            record.state = f"shrunk, reproduced {k}/{n}{cut}"
         else:
             record.state = f"not reproduced ({k}/{n})"
 

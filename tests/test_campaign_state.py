@@ -147,12 +147,20 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
     assert adopted.state.startswith("shrunk, reproduced 18/20")
 
 
-def test_shrink_only_retries_a_cluster_whose_minimal_schedule_did_not_reproduce() -> None:
+def test_shrink_only_retries_what_did_not_reproduce_and_goes_on_with_what_was_cut_short() -> None:
     rec = record("copy", runs_race(0))
     rec.minimal, rec.bundle, rec.state = None, Path("bundle-copy"), "not reproduced (0/20)"
     assert not campaign_store.needs_shrinking(rec)  # nothing to retry from: no failing run
     rec.smallest_result = RunResult(rec.smallest, (), Exit.CRASH, signal="SIGSEGV")
     assert not campaign_store.needs_shrinking(rec)
     assert campaign_store.needs_shrinking(rec, retry_unreproduced=True)
-    rec.minimal = runs_race(0)
+    rec.minimal, rec.smallest = runs_race(0), runs_race(2)
+    assert not campaign_store.needs_shrinking(rec, retry_unreproduced=True)
+    assert campaign_store.best_so_far(rec) == runs_race(2)
+    # A shrink whose budget ran out before it was 1-minimal goes on from its minimal schedule.
+    rec.cut_short = True
+    assert campaign_store.needs_shrinking(rec, retry_unreproduced=True)
+    assert not campaign_store.needs_shrinking(rec)  # a resumed fuzzing run leaves it be
+    assert campaign_store.best_so_far(rec) == runs_race(0)
+    rec.duplicate_of = "overlap|create"
     assert not campaign_store.needs_shrinking(rec, retry_unreproduced=True)

@@ -189,6 +189,24 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     found = json.loads((folder / "findings.json").read_text())["findings"]
     assert {f["cluster"] for f in found} == set(clusters) | {f["cluster"] for f in found}
     assert all(f["bundle"] and "not shrunk" not in f["state"] for f in found), found
+    # 1 s shrinks run out of budget before they are 1-minimal; another --shrink-only goes on
+    # from where each stopped, and keeps every bundle (a miss keeps the one that reproduced).
+    cut = {f["cluster"]: f for f in found if "budget ran out" in f["state"]}
+    assert cut, [f["state"] for f in found]
+    again = subprocess.run(
+        [*base, "--shrink-only", "--jobs", "2", "--seconds", "8", "--shrink-budget", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 1 and again.stdout.count("shrinking ") >= 1, again.stdout
+    later = json.loads((folder / "findings.json").read_text())["findings"]
+    went_on = [c for c in cut if {f["cluster"]: f["bundle"] for f in later}[c] != cut[c]["bundle"]]
+    assert went_on, "no shrink cut short was taken up again"
+    for f in later:
+        assert f["bundle"] and (folder / f["bundle"]).is_dir(), f
+        if f["cluster"] in cut and f["minimal_steps"] is not None:
+            assert f["minimal_steps"] <= cut[f["cluster"]]["minimal_steps"], f
     alone = subprocess.run(
         [*base[:4], "--shrink-only", "--no-dashboard"], capture_output=True, text=True, timeout=60
     )
