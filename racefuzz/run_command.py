@@ -219,6 +219,8 @@ def make_shrink_hook(
             record.cut_short = result.stopped == "budget"
             cut = ", its budget ran out before it was 1-minimal" if record.cut_short else ""
             record.state = f"shrunk, reproduced {k}/{n}{cut}"
+        elif n == 0:  # the budget went on measuring the original: nothing was replayed
+            record.state = "not reproduced (its budget ran out before any replay)"
         else:
             record.state = f"not reproduced ({k}/{n})"
 
