@@ -214,10 +214,11 @@ class CampaignState:
         if _reproducer(primary) and _simplicity(primary) <= _simplicity(dup):
             return
         assert dup.minimal is not None and dup.reproduction is not None
-        primary.minimal, primary.reproduction, primary.bundle = (
+        primary.minimal, primary.reproduction, primary.bundle, primary.cut_short = (
             dup.minimal,
             dup.reproduction,
             dup.bundle,
+            dup.cut_short,  # a fact of that bundle's shrink, as a restore would read it
         )
         k, n = dup.reproduction
         primary.state = f"shrunk, reproduced {k}/{n} (the minimal schedule of '{dup.cluster}')"

@@ -1,8 +1,8 @@
 """`verdict`, the part of `repro.py` that judges one replay: did it show the finding again?
 
 Kept as text (the script's template is text) in a module of its own so that the template stays
-small. It runs inside repro.py, where FINDING, SCHEDULE, RACE_KINDS and how_it_died are the script's
-own.
+small. It runs inside repro.py, where FINDING, SCHEDULE, RACE_KINDS and how_it_died are the
+script's own.
 """
 
 VERDICT_SOURCE = r'''

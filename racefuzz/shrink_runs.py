@@ -101,11 +101,9 @@ class Runs:
         finished)."""
         hits = done = 0
         while hits < need and hits + replays - done >= need:
-            for result in self.batch(candidate, min(self.parallel, replays - done), keep_reserve):
-                done += 1
-                if self.shows(result, match):
-                    hits += 1
-                    self.hit = result
+            n = min(self.parallel, replays - done)
+            hits += self._showing(candidate, n, keep_reserve, match)
+            done += n
         return hits >= need
 
     def measure(self, schedule: Schedule, tries: int, enough: int) -> tuple[int, int]:
@@ -114,12 +112,23 @@ class Runs:
         rarer one needs all `tries` for its rate (a batch in flight is finished)."""
         hits = done = 0
         while done < tries and not (done >= enough and hits == done):
-            for result in self.batch(schedule, min(self.parallel, tries - done), False):
-                done += 1
-                if self.shows(result):
-                    hits += 1
-                    self.hit = result
+            n = min(self.parallel, tries - done)
+            hits += self._showing(schedule, n, keep_reserve=False)
+            done += n
         return hits, done
+
+    def _showing(
+        self,
+        schedule: Schedule,
+        n: int,
+        keep_reserve: bool,
+        match: Callable[[Finding], bool] | None = None,
+    ) -> int:
+        """How many of `n` runs at once showed the signature (the last of them becomes `hit`)."""
+        shown = [r for r in self.batch(schedule, n, keep_reserve) if self.shows(r, match)]
+        if shown:
+            self.hit = shown[-1]
+        return len(shown)
 
     def shows(self, result: RunResult, match: Callable[[Finding], bool] | None = None) -> bool:
         if match is not None:

@@ -129,6 +129,7 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
     runs = record("run", runs_race(3))
     runs.state, runs.minimal = "shrinking", None
     bystander = shrunk(record("run+terminate", runs_race(0), "overlap|run"), 18, 20)
+    bystander.cut_short = True  # its shrink's budget ran out: --shrink-only goes on with it
     state = state_of(runs, bystander)
     state.mark_duplicate(bystander)
     assert runs.bundle is None  # its own shrink may still find something simpler
@@ -145,6 +146,7 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
         Path("bundle-run+terminate"),
     )
     assert adopted.state.startswith("shrunk, reproduced 18/20")
+    assert adopted.cut_short  # the bundle's shrink was cut short, whoever holds it
 
 
 def test_shrink_only_retries_what_did_not_reproduce_and_goes_on_with_what_was_cut_short() -> None:
