@@ -32,7 +32,6 @@ import psutil
 import trio
 
 from racefuzz import campaign_store, executor, strategies
-from racefuzz.atomic_file import write_text
 from racefuzz.baseline import Baselines
 from racefuzz.campaign_config import CampaignConfig
 from racefuzz.campaign_state import AloneUnderOverlap, CampaignState, FindingRecord
@@ -41,7 +40,6 @@ from racefuzz.errors import InternalError
 from racefuzz.executor import Launcher
 from racefuzz.outcome import Exit, Finding, RunResult
 from racefuzz.schedule import Schedule
-from racefuzz.schedule_json import dumps, save
 from racefuzz.strategies.space import space_for
 from racefuzz.target import Target
 from racefuzz.zygote_pool import LauncherClosed, ZygoteLauncher
@@ -284,7 +282,7 @@ class Campaign:
             rec = st.findings.get(f.cluster)
             if rec is not None:
                 if rec.add_member(f, result):  # shrinking starts from the smallest member
-                    self._writing(functools.partial(self._save_smallest, rec))
+                    self._writing(functools.partial(campaign_store.save_smallest, rec))
                 continue
             if visible and f.kind == "misroute":
                 continue
@@ -308,7 +306,7 @@ class Campaign:
         )
         self.state.findings[finding.cluster] = rec
         # On disk first: whatever happens next (a baseline crash, Ctrl-C, SIGKILL), this is kept.
-        self._writing(functools.partial(self._save_new, rec, result))
+        self._writing(functools.partial(campaign_store.save_new, self.out_dir, rec, result))
         label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")
         self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{label}")
         baselines = self.baselines
@@ -324,21 +322,6 @@ class Campaign:
             self._add_task(_rank(finding), f"baseline of {finding.kind} on {finding.op}", classify)
         self._queue_shrink(rec, lambda: rec.smallest)
         self._persist()
-
-    def _save_new(self, rec: FindingRecord, result: RunResult) -> None:
-        save(result.schedule, rec.original, exclusive=True)
-        campaign_store.save_run(rec.run_path, result)
-        save(
-            result.schedule,
-            campaign_store.unique_path(self.out_dir / "corpus", rec.finding.slug),
-            True,
-        )
-
-    @staticmethod
-    def _save_smallest(rec: FindingRecord) -> None:
-        if rec.smallest_result is not None:
-            campaign_store.save_run(rec.run_path, rec.smallest_result)
-        write_text(rec.smallest_path, dumps(rec.smallest))
 
     def _queue_shrink(self, rec: FindingRecord, start: Callable[[], Schedule]) -> None:
         """Shrink a cluster from `start()` (its smallest member, or a restored shrink's best so

@@ -24,11 +24,11 @@ from typing import Any
 
 from racefuzz.atomic_file import write_text
 from racefuzz.bundle import TMP_BUNDLE_PREFIX
-from racefuzz.campaign_state import FindingRecord, Totals
+from racefuzz.campaign_state import FindingRecord, Totals, dependable
 from racefuzz.outcome import RunResult
 from racefuzz.run_json import finding_from_json, run_from_json, run_to_json
 from racefuzz.schedule import Schedule, ScheduleError
-from racefuzz.schedule_json import load
+from racefuzz.schedule_json import dumps, load, save
 from racefuzz.shrink_result import confirmed
 
 _DERIVED = (".run.json", ".smallest.json", ".min.json")  # beside a finding's first schedule
@@ -45,6 +45,20 @@ def unique_path(folder: Path, stem: str) -> Path:
 
 def save_run(path: Path, run: RunResult) -> None:
     write_text(path, json.dumps({**run_to_json(run), "stderr_tail": run.stderr_tail}) + "\n")
+
+
+def save_new(root: Path, rec: FindingRecord, result: RunResult) -> None:
+    """A new cluster's first schedule (exclusively: never over another's), its run, and a copy
+    in the corpus."""
+    save(result.schedule, rec.original, exclusive=True)
+    save_run(rec.run_path, result)
+    save(result.schedule, unique_path(root / "corpus", rec.finding.slug), True)
+
+
+def save_smallest(rec: FindingRecord) -> None:
+    if rec.smallest_result is not None:
+        save_run(rec.run_path, rec.smallest_result)
+    write_text(rec.smallest_path, dumps(rec.smallest))
 
 
 def load_run(path: Path) -> RunResult | None:
@@ -184,21 +198,25 @@ def _stopped(bundle: Path) -> str | None:
 def needs_shrinking(rec: FindingRecord, retry_unreproduced: bool = False) -> bool:
     """A restored cluster whose shrink the earlier run did not finish; with
     `retry_unreproduced` (`--shrink-only`), also one whose minimal schedule did not reproduce
-    (a GPU race may need the load that `--shrink-parallel` brings), or was where its shrink's
-    budget ran out (a rare failure's shrink may need several calls)."""
+    (a GPU race may need the load that `--shrink-parallel` brings), was where its shrink's
+    budget ran out (a rare failure's shrink may need several calls), or fails too seldom to be
+    a dependable reproducer (another shrink from its smallest member may end elsewhere; the
+    shrink hook keeps whichever reproducer is better)."""
     if rec.smallest_result is None:
         return False
     if rec.bundle is None:
         return True
     if not retry_unreproduced or rec.duplicate_of is not None:
         return False
-    return rec.minimal is None or rec.cut_short
+    if rec.minimal is None or rec.reproduction is None:
+        return True
+    return rec.cut_short or not dependable(rec.reproduction)
 
 
 def best_so_far(rec: FindingRecord) -> Schedule:
     """Where a restored shrink restarts: the shrinker's best failing schedule, if it got one; the
-    cluster's smallest member again when that best was bundled and did not reproduce, and the
-    bundled minimal schedule when its shrink was cut short."""
+    cluster's smallest member again when that best was bundled and did not reproduce (or too
+    seldom), and the bundled minimal schedule when its shrink was cut short."""
     if rec.bundle is not None:
         return rec.minimal if rec.minimal is not None and rec.cut_short else rec.smallest
     try:

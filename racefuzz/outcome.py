@@ -145,3 +145,12 @@ class RunResult:
             if o.step == step:
                 return o
         return None
+
+
+def shape_in(key: str) -> str:
+    """The overlap group's shape in a cluster key under overlap clustering, "" in any other
+    key or signature: `overlap|copy+run` and `misuse|overlap|copy+run` give `copy+run`."""
+    for prefix in ("overlap|", "misuse|overlap|"):
+        if key.startswith(prefix):
+            return key.removeprefix(prefix)
+    return ""

@@ -19,7 +19,7 @@ from racefuzz import bundle, executor, report, shrink, shrink_best
 from racefuzz.console import timeline
 from racefuzz.errors import RacefuzzError
 from racefuzz.executor import Launcher
-from racefuzz.outcome import Finding, RunResult
+from racefuzz.outcome import Finding, RunResult, shape_in
 from racefuzz.schedule import Schedule
 from racefuzz.schedule_json import load
 from racefuzz.shrink_result import ShrinkEvent, ShrinkResult
@@ -100,7 +100,7 @@ def shrink_to_bundle(
     # that group's race: the bundle and its repro.py judge replays by that group's shape.
     shown = finding
     if finding.overlap and result.signature != finding.cluster:
-        shown = replace(finding, overlap=result.signature.rpartition("|")[2])
+        shown = replace(finding, overlap=shape_in(result.signature) or finding.overlap)
     folder = bundle.write_bundle(
         root,
         shown,

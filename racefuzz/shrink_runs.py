@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from math import comb
 
-from racefuzz.outcome import Finding, RunResult
+from racefuzz.outcome import Finding, RunResult, shape_in
 from racefuzz.schedule import Schedule
 
 
@@ -38,10 +38,10 @@ def shows(wanted: str, finding: Finding) -> bool:
     one cluster per set of bystanders. A failure with no overlap never counts."""
     if wanted in (finding.cluster, finding.signature):
         return True
-    prefix = "misuse|overlap|" if finding.misuse else "overlap|"
-    if not finding.overlap or not wanted.startswith(prefix):
+    shape = shape_in(wanted)
+    if not finding.overlap or not shape or wanted.startswith("misuse|") != bool(finding.misuse):
         return False
-    return set(finding.overlap.split("+")) <= set(wanted.removeprefix(prefix).split("+"))
+    return set(finding.overlap.split("+")) <= set(shape.split("+"))
 
 
 # A check sized by `replays_for` misses a candidate that fails as often as the original did at

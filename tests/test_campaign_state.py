@@ -120,6 +120,19 @@ def test_a_clusters_own_schedule_stays_when_it_is_as_simple() -> None:
     assert slower.duplicate_of == longer.duplicate_of == "overlap|run"
 
 
+def test_a_reproducer_that_fails_dependably_comes_before_a_shorter_one_that_seldom_does() -> None:
+    # As 'copy+run' in campaign 9 on the H200: 4 steps failing 2 runs in 20 were kept over
+    # a duplicate's 6 steps failing 15 in 18.
+    runs = shrunk(record("run", runs_race(0)), 2, 20)
+    dependable = shrunk(record("copy+run", runs_race(2), "overlap|run"), 15, 18)
+    rarer = shrunk(record("run+terminate", runs_race(1), "overlap|run"), 4, 20)
+    state = state_of(runs, dependable, rarer)
+    state.mark_duplicate(dependable)
+    assert runs.bundle == Path("bundle-copy+run") and runs.reproduction == (15, 18)
+    state.mark_duplicate(rarer)  # shorter, but 1 run in 5: the dependable one stays
+    assert runs.bundle == Path("bundle-copy+run") and len(runs.minimal.steps) == 7  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("reproduced", [True, False])
 def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
     reproduced: bool,
@@ -149,15 +162,23 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
     assert adopted.cut_short  # the bundle's shrink was cut short, whoever holds it
 
 
-def test_shrink_only_retries_what_did_not_reproduce_and_goes_on_with_what_was_cut_short() -> None:
+def test_shrink_only_retries_what_did_not_reproduce_or_seldom_does_and_goes_on_from_a_cut() -> None:
     rec = record("copy", runs_race(0))
     rec.minimal, rec.bundle, rec.state = None, Path("bundle-copy"), "not reproduced (0/20)"
     assert not campaign_store.needs_shrinking(rec)  # nothing to retry from: no failing run
     rec.smallest_result = RunResult(rec.smallest, (), Exit.CRASH, signal="SIGSEGV")
     assert not campaign_store.needs_shrinking(rec)
     assert campaign_store.needs_shrinking(rec, retry_unreproduced=True)
-    rec.minimal, rec.smallest = runs_race(0), runs_race(2)
+    rec.minimal, rec.smallest, rec.reproduction = runs_race(0), runs_race(2), (18, 20)
     assert not campaign_store.needs_shrinking(rec, retry_unreproduced=True)
+    assert campaign_store.best_so_far(rec) == runs_race(2)
+    rec.cut_short = True
+    assert campaign_store.needs_shrinking(rec, retry_unreproduced=True)
+    assert campaign_store.best_so_far(rec) == runs_race(0)  # it goes on from where it stopped
+    rec.cut_short, rec.reproduction = False, (2, 20)  # 1 run in 10: a shrink may do better
+    assert campaign_store.needs_shrinking(rec, retry_unreproduced=True)
+    assert campaign_store.best_so_far(rec) == runs_race(2)
+    assert not campaign_store.needs_shrinking(rec)  # a plain --resume leaves it
     assert campaign_store.best_so_far(rec) == runs_race(2)
     # A shrink whose budget ran out before it was 1-minimal goes on from its minimal schedule.
     rec.cut_short = True

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from racefuzz.oracles import overlap_shape
-from racefuzz.outcome import Exit, Finding, RunResult
+from racefuzz.outcome import Exit, Finding, RunResult, shape_in
 from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.schedule_json import load
 from racefuzz.shrink import shrink
@@ -608,6 +608,10 @@ def test_what_an_overlap_cluster_shrink_accepts() -> None:
     assert not shows("overlap|create+run", f("create+run", misuse="unregister mid-run"))
     assert shows("misuse|overlap|create+run", f("run", misuse="unregister mid-run"))
     assert not shows("crash|SIGSEGV|run", f("run"))
+    assert not shows("misuse|overlap|create+run", f("run"))  # an EP bug is not the misuse
+    # A bundle of a blamed earlier group is written under that group's shape.
+    assert shape_in("misuse|overlap|create+run") == shape_in("overlap|create+run") == "create+run"
+    assert shape_in("crash|SIGSEGV|run") == "" == shape_in("error|run|a|b")
 
 
 # --- replays at once (a GPU race may need the load) -------------------------------------------

@@ -1,6 +1,6 @@
 """The campaign's shrink hook (`run_command.make_shrink_hook`) on the real testbed: a budget
 spent before any replay is said as such, and going on from a shrink cut short never loses the
-bundle that reproduced."""
+bundle that reproduced, and shrinking again keeps whichever reproducer is better."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 from test_repro_testbed import S3
 
 from racefuzz import executor
-from racefuzz.campaign_state import FindingRecord
+from racefuzz.campaign_state import FindingRecord, dependable
 from racefuzz.run_command import make_shrink_hook
+from racefuzz.schedule import Schedule
 from racefuzz.target import load_target
 
 
@@ -35,5 +36,35 @@ def test_a_spent_budget_is_said_and_a_further_shrink_that_fails_keeps_the_bundle
     bundles = {p for p in tmp_path.iterdir() if p.is_dir()}
     hook(rec, S3, failing, None)
     assert (rec.minimal, rec.reproduction, rec.bundle) == (S3, (18, 20), earlier)
-    assert rec.state == "shrunk, reproduced 18/20; going on from it did not (0/0)"
+    assert rec.state == (
+        "shrunk, reproduced 18/20; shrinking it again found no better reproducer "
+        "(none reproduced, 0/0)"
+    )
     assert {p for p in tmp_path.iterdir() if p.is_dir()} == bundles  # its bundle was removed
+
+
+def test_shrinking_again_keeps_the_better_reproducer(testbed_library: Path, tmp_path: Path) -> None:
+    target = load_target("testbed:B3")
+    failing = executor.run(target, S3)
+    finding = next(f for f in failing.findings if f.kind == "error" and f.op == "run")
+    (tmp_path / "findings").mkdir()
+    rec = FindingRecord(finding, 1, 0.0, tmp_path / "findings" / "b3.json", S3, failing)
+    hook = make_shrink_hook(target, "testbed:B3", executor.RunOptions(), 5.0, tmp_path)
+    # A reproducer failing 2 runs in 20 (as --shrink-only retries): the B3 bug always shows,
+    # so the new shrink's is dependable, and replaces it (at as many steps, if 5 s cut it).
+    weak = tmp_path / "weak-bundle"
+    weak.mkdir()
+    rec.minimal, rec.reproduction, rec.bundle = S3, (2, 20), weak
+    hook(rec, S3, failing, None)
+    assert rec.bundle != weak and rec.bundle is not None and rec.bundle.is_dir()
+    assert rec.minimal is not None and len(rec.minimal.steps) <= len(S3.steps)
+    k, n = rec.reproduction
+    assert dependable((k, n)) and rec.state.startswith(f"shrunk, reproduced {k}/{n}")
+    # One shorter than any this shrink can reach stays, with its bundle; the new one goes.
+    shorter = Schedule(S3.threads, S3.steps[:2])
+    bundles = {p for p in tmp_path.iterdir() if p.is_dir()}
+    rec.minimal, rec.reproduction, rec.bundle = shorter, (20, 20), weak
+    hook(rec, S3, failing, None)
+    assert (rec.minimal, rec.reproduction, rec.bundle) == (shorter, (20, 20), weak)
+    assert rec.state.startswith("shrunk, reproduced 20/20; shrinking it again found no better")
+    assert {p for p in tmp_path.iterdir() if p.is_dir()} == bundles
