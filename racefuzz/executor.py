@@ -116,7 +116,22 @@ def kill_tree(pid: int) -> None:
     for p in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-    psutil.wait_procs(procs, timeout=5)
+    # A killed descendant whose parent died with it is a zombie until its new parent (init)
+    # reaps it, which may take most of a second: dead, not reaped, is what matters here.
+    deadline = time.monotonic() + 5
+    for p in procs:
+        while not _dead(p) and time.monotonic() < deadline:
+            time.sleep(0.002)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        if root.ppid() == os.getpid():  # ours to reap, or it stays a zombie
+            psutil.wait_procs([root], timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _dead(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _pump(stream: IO[bytes], q: queue.Queue[dict[str, Any] | None]) -> None:
