@@ -129,7 +129,7 @@ def kill_tree(pid: int) -> None:
 
 def _dead(proc: psutil.Process) -> bool:
     try:
-        return proc.status() == psutil.STATUS_ZOMBIE
+        return bool(proc.status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
 
