@@ -336,17 +336,23 @@ class Campaign:
         def shrink(launcher: Launcher | None) -> None:
             rec.state = "shrinking"
             assert rec.smallest_result is not None
-            superseded = rec.bundle  # a retried shrink's, or the one a cut-short shrink left
+            # A retried shrink's bundle, one a cut-short shrink left, or a cluster's own that a
+            # duplicate's better one replaced: once no cluster lists it, it goes.
+            before = self._bundles() | {rec.bundle}
             hook(rec, start(), rec.smallest_result, launcher)
-            shared = any(r.bundle == superseded for r in self.state.findings.values())
-            if superseded is not None and rec.bundle != superseded and not shared:
-                shutil.rmtree(superseded, ignore_errors=True)  # its original is the new one's
             self.state.mark_duplicate(rec)
+            for gone in before - self._bundles():
+                if gone is not None:
+                    shutil.rmtree(gone, ignore_errors=True)
 
         label = f"shrinking {rec.finding.kind} on {rec.finding.op}"
         self._add_task(2 + _rank(rec.finding), label, shrink)
 
     # --- the output folder ------------------------------------------------------------
+
+    def _bundles(self) -> set[Path | None]:
+        # list() copies at once: the trio thread may open a cluster while a shrink thread asks.
+        return {r.bundle for r in list(self.state.findings.values())}
 
     def _persist(self) -> None:
         if self.persist is not None and not self.write_error:

@@ -166,6 +166,8 @@ STDERR_END = 512 << 10
 
 
 def read_capped(path: Path) -> str:
+    if not path.exists():  # a forked worker killed before it opened its stderr file wrote none
+        return ""
     with path.open("rb") as f:
         data = f.read(STDERR_CAP + 1)
         if len(data) > STDERR_CAP:

@@ -204,6 +204,10 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     later = json.loads((folder / "findings.json").read_text())["findings"]
     went_on = [c for c in cut if {f["cluster"]: f["bundle"] for f in later}[c] != cut[c]["bundle"]]
     assert went_on, "no shrink cut short was taken up again"
+    # Every bundle folder is some cluster's: one replaced (by a better shrink, or a duplicate's
+    # reproducer) is gone.
+    on_disk = {p.name for p in folder.iterdir() if p.is_dir()} - {"findings", "corpus"}
+    assert on_disk == {f["bundle"] for f in later}, on_disk
     for f in later:
         assert f["bundle"] and (folder / f["bundle"]).is_dir(), f
         before = cut.get(f["cluster"], {}).get("minimal_steps")

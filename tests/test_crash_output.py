@@ -56,3 +56,5 @@ def test_a_huge_stderr_is_read_as_its_head_and_tail(tmp_path: Path) -> None:
     small = tmp_path / "small.txt"
     small.write_bytes(head + tail)
     assert executor.read_capped(small) == (head + tail).decode()
+    # A forked worker killed before it opened its stderr file (fault injection met it).
+    assert executor.read_capped(tmp_path / "never-opened.txt") == ""
