@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,11 @@ def needs_shrinking(rec: FindingRecord, retry_unreproduced: bool = False) -> boo
     if rec.minimal is None or rec.reproduction is None:
         return True
     return rec.cut_short or not dependable(rec.reproduction)
+
+
+def left_to_shrink(records: Iterable[FindingRecord]) -> list[FindingRecord]:
+    """The clusters a `--resume DIR --shrink-only` would take up (known issues are not shrunk)."""
+    return [r for r in records if not r.known and needs_shrinking(r, retry_unreproduced=True)]
 
 
 def best_so_far(rec: FindingRecord) -> Schedule:

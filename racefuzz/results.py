@@ -83,6 +83,18 @@ def _totals_line(state: CampaignState) -> list[str]:
     ]
 
 
+def shrink_hint(records: list[FindingRecord], root: Path) -> str:
+    """What to run next when shrinks were left undone, cut short, or gave a reproducer that
+    fails less than 1 run in 4; "" when none were."""
+    left = campaign_store.left_to_shrink(records)
+    if not left:
+        return ""
+    return (
+        f"{len(left)} cluster(s) not shrunk, cut short or seldom reproduced: "
+        f"`racefuzz run --resume {root} --shrink-only` goes on with them"
+    )
+
+
 def summary_markdown(
     state: CampaignState, root: Path, header: dict[str, Any], records: list[FindingRecord]
 ) -> str:
@@ -102,6 +114,7 @@ def summary_markdown(
         *_totals_line(state),
         f"- {len(records)} cluster(s): {state.counts()}; "
         f"{sum(r.signature_count for r in records)} distinct signature(s)",
+        *[f"- {line}" for line in [shrink_hint(records, root)] if line],
         "",
     ]
     for verdict, title in _SECTIONS:

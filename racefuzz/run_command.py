@@ -357,6 +357,9 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         f"clusters: {state.counts()}; summary: {folder / 'summary.md'}",
         flush=True,
     )
+    hint = results.shrink_hint(list(state.findings.values()), folder)
+    if hint:
+        print(f"racefuzz: {hint.replace('`', '')}", flush=True)
     if state.internal_errors:
         for text in state.internal_errors:
             report_internal(text)

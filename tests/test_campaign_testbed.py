@@ -159,6 +159,9 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
         [*base, "--seconds", "3", "--no-shrink"], capture_output=True, text=True, timeout=300
     )
     assert own.returncode == 1, own.stderr
+    # Its clusters are left unshrunk: both the last line and the summary say what goes on.
+    hint = f"racefuzz run --resume {folder} --shrink-only goes on with them"
+    assert hint in own.stdout and hint in (folder / "summary.md").read_text().replace("`", "")
     assert json.loads((folder / "findings.json").read_text())["target_spec"] == "testbed:B3"
     # --shrink-only: no fuzzing, every slot on the shrinks the --no-shrink runs left (2 s
     # shrinks: 11 clusters of about 40 s each would double the test; 1 s, on a loaded machine,
