@@ -109,28 +109,37 @@ def test_a_duplicates_simpler_schedule_becomes_its_clusters_reproducer() -> None
     )
 
 
-def test_a_clusters_own_schedule_stays_when_it_is_as_simple() -> None:
-    runs = shrunk(record("run", runs_race(0)), 12, 20)
-    slower = shrunk(record("run+terminate", runs_race(0), "overlap|run"), 6, 20)
-    longer = shrunk(record("copy+run", runs_race(1), "overlap|run"), 20, 20)
-    state = state_of(runs, slower, longer)
-    state.mark_duplicate(slower)
-    state.mark_duplicate(longer)
-    assert runs.bundle == Path("bundle-run") and runs.reproduction == (12, 20)
-    assert slower.duplicate_of == longer.duplicate_of == "overlap|run"
+# (cluster, extra creates, k, n) for the cluster and two duplicates, offered in that order.
+ONE_BUG = {
+    # As simple (same steps, lower rate) or longer: the cluster's own schedule stays.
+    "own stays": (
+        (("run", 0, 12, 20), ("run+terminate", 0, 6, 20), ("copy+run", 1, 20, 20)),
+        "run",
+    ),
+    # As 'copy+run' in campaign 9 on the H200: 4 steps failing 2 runs in 20 were kept over a
+    # duplicate's 6 steps failing 15 in 18; a shorter one failing 1 run in 5 comes after that.
+    "dependable first": (
+        (("run", 0, 2, 20), ("copy+run", 2, 15, 18), ("run+terminate", 1, 4, 20)),
+        "copy+run",
+    ),
+}
 
 
-def test_a_reproducer_that_fails_dependably_comes_before_a_shorter_one_that_seldom_does() -> None:
-    # As 'copy+run' in campaign 9 on the H200: 4 steps failing 2 runs in 20 were kept over
-    # a duplicate's 6 steps failing 15 in 18.
-    runs = shrunk(record("run", runs_race(0)), 2, 20)
-    dependable = shrunk(record("copy+run", runs_race(2), "overlap|run"), 15, 18)
-    rarer = shrunk(record("run+terminate", runs_race(1), "overlap|run"), 4, 20)
-    state = state_of(runs, dependable, rarer)
-    state.mark_duplicate(dependable)
-    assert runs.bundle == Path("bundle-copy+run") and runs.reproduction == (15, 18)
-    state.mark_duplicate(rarer)  # shorter, but 1 run in 5: the dependable one stays
-    assert runs.bundle == Path("bundle-copy+run") and len(runs.minimal.steps) == 7  # type: ignore[union-attr]
+@pytest.mark.parametrize("offered, kept", ONE_BUG.values(), ids=ONE_BUG.keys())
+def test_the_better_reproducer_of_one_bug_is_its_clusters(
+    offered: tuple[tuple[str, int, int, int], ...], kept: str
+) -> None:
+    first, *others = [
+        shrunk(record(shape, runs_race(extra), None if i == 0 else "overlap|run"), k, n)
+        for i, (shape, extra, k, n) in enumerate(offered)
+    ]
+    state = state_of(first, *others)
+    for dup in others:
+        state.mark_duplicate(dup)
+        assert dup.duplicate_of == "overlap|run"
+    _, extra, k, n = next(o for o in offered if o[0] == kept)
+    assert first.bundle == Path(f"bundle-{kept}") and first.reproduction == (k, n)
+    assert first.minimal == runs_race(extra)
 
 
 @pytest.mark.parametrize("reproduced", [True, False])
