@@ -338,21 +338,20 @@ class Campaign:
             assert rec.smallest_result is not None
             # A retried shrink's bundle, one a cut-short shrink left, or a cluster's own that a
             # duplicate's better one replaced: once no cluster lists it, it goes.
-            before = self._bundles() | {rec.bundle}
+            before = self._bundles()
             hook(rec, start(), rec.smallest_result, launcher)
             self.state.mark_duplicate(rec)
             for gone in before - self._bundles():
-                if gone is not None:
-                    shutil.rmtree(gone, ignore_errors=True)
+                shutil.rmtree(gone, ignore_errors=True)
 
         label = f"shrinking {rec.finding.kind} on {rec.finding.op}"
         self._add_task(2 + _rank(rec.finding), label, shrink)
 
     # --- the output folder ------------------------------------------------------------
 
-    def _bundles(self) -> set[Path | None]:
+    def _bundles(self) -> set[Path]:
         # list() copies at once: the trio thread may open a cluster while a shrink thread asks.
-        return {r.bundle for r in list(self.state.findings.values())}
+        return {r.bundle for r in list(self.state.findings.values()) if r.bundle is not None}
 
     def _persist(self) -> None:
         if self.persist is not None and not self.write_error:

@@ -209,9 +209,9 @@ class CampaignState:
         example of each distinct failure whichever shrink found it: the shrink of
         `[create || create]; [run || run]` may end at 8 steps while its bystander's ends at 5."""
         primary = self.findings.get(dup.duplicate_of or "")
-        if primary is None or primary.state == "shrinking" or not _reproducer(dup):
+        if primary is None or primary.state == "shrinking" or not reproducer(dup):
             return
-        if _reproducer(primary) and _preference(primary) <= _preference(dup):
+        if reproducer(primary) and _preference(primary) <= _preference(dup):
             return
         assert dup.minimal is not None and dup.reproduction is not None
         primary.minimal, primary.reproduction, primary.bundle, primary.cut_short = (
@@ -224,7 +224,8 @@ class CampaignState:
         primary.state = f"shrunk, reproduced {k}/{n} (the minimal schedule of '{dup.cluster}')"
 
 
-def _reproducer(rec: FindingRecord) -> bool:
+def reproducer(rec: FindingRecord) -> bool:
+    """Whether `rec` has a bundled minimal schedule with its measured rate."""
     return rec.minimal is not None and rec.reproduction is not None and rec.bundle is not None
 
 

@@ -166,9 +166,11 @@ STDERR_END = 512 << 10
 
 
 def read_capped(path: Path) -> str:
-    if not path.exists():  # a forked worker killed before it opened its stderr file wrote none
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:  # a forked worker killed before it opened its stderr file
         return ""
-    with path.open("rb") as f:
+    with f:
         data = f.read(STDERR_CAP + 1)
         if len(data) > STDERR_CAP:
             size = f.seek(0, os.SEEK_END)

@@ -33,7 +33,7 @@ from racefuzz.baseline import Baselines
 from racefuzz.bundle import create_folder
 from racefuzz.campaign import Campaign, ShrinkHook
 from racefuzz.campaign_config import CampaignConfig
-from racefuzz.campaign_state import FindingRecord, preference
+from racefuzz.campaign_state import FindingRecord, preference, reproducer
 from racefuzz.cli import INTERNAL_EXIT, report_internal
 from racefuzz.disk_reserve import Reserve
 from racefuzz.errors import RacefuzzError
@@ -204,16 +204,17 @@ def make_shrink_hook(
             parallel=parallel,
         )
         k, n = result.reproduction
-        if record.minimal is not None and record.reproduction and record.bundle is not None:
+        if reproducer(record):
             # Shrinking again (going on from a cut, or for a more dependable reproducer): a
             # flaky miss or a worse result must not lose the reproducer the cluster has.
+            assert record.minimal is not None and record.reproduction is not None
             old = preference(record.minimal, record.reproduction)
             same = result.final == record.minimal  # then the newer shrink's facts stand
             if not result.confirmed or (not same and preference(result.final, (k, n)) > old):
                 shutil.rmtree(bundle, ignore_errors=True)
                 was = "shrunk, reproduced {}/{}; ".format(*record.reproduction)
-                got = f"{len(result.final.steps)} steps, {k}/{n}"
-                got = got if result.confirmed else f"none reproduced, {k}/{n}"
+                got = f"{len(result.final.steps)} steps" if result.confirmed else "none reproduced"
+                got += f", {k}/{n}"
                 record.state = was + f"shrinking it again found no better reproducer ({got})"
                 return
         record.reproduction = (k, n)

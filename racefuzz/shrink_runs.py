@@ -160,17 +160,12 @@ class Runs:
         """Up to `confirm_replays` replays: (failed, run, the last failing run). None starts
         after the deadline (the search left time for them at the mean batch time)."""
         hits = done = 0
-        last: RunResult | None = None
+        self.hit = None  # from here on, the last failing run of these replays
         while done < self.confirm_replays:
+            n = min(self.parallel, self.confirm_replays - done)
             try:
-                results = self.batch(
-                    schedule, min(self.parallel, self.confirm_replays - done), keep_reserve=False
-                )
+                hits += self._showing(schedule, n, keep_reserve=False)
             except Stop:
                 break
-            for result in results:
-                done += 1
-                if self.shows(result):
-                    hits += 1
-                    last = result
-        return hits, done, last
+            done += n
+        return hits, done, self.hit
