@@ -25,7 +25,7 @@ import onnxruntime
 
 from bench import shrink_quality, throughput, time_to_bug
 from bench.time_to_bug import BUGS, Trial
-from racefuzz import envinfo
+from racefuzz.report import envinfo
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NAMES = ("throughput", "time_to_bug", "shrink_quality")

@@ -25,14 +25,14 @@ from pathlib import Path
 import trio
 
 from bench.time_to_bug import BUGS, Bug, target
-from racefuzz import executor
-from racefuzz.campaign import Campaign
-from racefuzz.campaign_config import CampaignConfig
-from racefuzz.outcome import Finding
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.schedule_json import load
-from racefuzz.shrink_command import shrink_to_bundle
-from racefuzz.zygote_pool import ZygoteLauncher
+from racefuzz.campaign.config import CampaignConfig
+from racefuzz.campaign.loop import Campaign
+from racefuzz.execute import executor
+from racefuzz.execute.zygote_pool import ZygoteLauncher
+from racefuzz.judge.outcome import Finding
+from racefuzz.schedule.json_io import load
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.shrink.command import shrink_to_bundle
 
 PROFILES = ("dml", "mgx")
 MAX_THREADS = 3

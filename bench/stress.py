@@ -34,13 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from racefuzz import models
-from racefuzz.executor import kill_tree
-from racefuzz.oracles import normalise
-from racefuzz.outcome import Finding
-from racefuzz.schedule import Op
+from racefuzz.execute.executor import kill_tree
+from racefuzz.judge.oracles import normalise
+from racefuzz.judge.outcome import Finding
+from racefuzz.schedule.model import Op
 from racefuzz.strategies.base import OP_WEIGHTS, SMALLEST_MODEL_BIAS
-from racefuzz.target import Target, load_target
+from racefuzz.targets import models
+from racefuzz.targets.model import Target
+from racefuzz.targets.registry import load_target
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_SESSIONS = 4  # alive at once, as racefuzz's generators keep it

@@ -31,12 +31,13 @@ from typing import IO
 import psutil
 
 from bench import stats
-from racefuzz import executor
-from racefuzz.outcome import Exit
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.target import Target, load_target
-from racefuzz.zygote_pool import ZygoteLauncher
-from racefuzz.zygote_pool import available as zygote_available
+from racefuzz.execute import executor
+from racefuzz.execute.zygote_pool import ZygoteLauncher
+from racefuzz.execute.zygote_pool import available as zygote_available
+from racefuzz.judge.outcome import Exit
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets.model import Target
+from racefuzz.targets.registry import load_target
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEDULE = Schedule(

@@ -26,12 +26,13 @@ import trio
 
 from bench import stats
 from bench.stress import run_stress
-from racefuzz.campaign import Campaign
-from racefuzz.campaign_config import CampaignConfig
-from racefuzz.outcome import Finding
-from racefuzz.schedule import Schedule
-from racefuzz.schedule_json import load
-from racefuzz.target import Target, load_target
+from racefuzz.campaign.config import CampaignConfig
+from racefuzz.campaign.loop import Campaign
+from racefuzz.judge.outcome import Finding
+from racefuzz.schedule.json_io import load
+from racefuzz.schedule.model import Schedule
+from racefuzz.targets.model import Target
+from racefuzz.targets.registry import load_target
 
 STRATEGIES: tuple[str, ...] = ("random", "pct", "swarm", "portfolio")
 STRESS = "stress"

@@ -1,3 +1,3 @@
-from racefuzz.cli import main
+from racefuzz.cli.main import main
 
 main()

@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def testbed_library() -> Path:
-    """The testbed EP library, built on first use into the racefuzz cache (racefuzz.testbed)."""
-    from racefuzz.testbed import library_path
+    """The testbed EP library, built on first use into the racefuzz cache (targets.testbed)."""
+    from racefuzz.targets.testbed import library_path
 
     return library_path()

@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 from bench.stress import MAX_SESSIONS, MAX_VALUES, Pools, finding_of, run_stress
-from racefuzz.target import load_target
+from racefuzz.targets.registry import load_target
 
 
 def test_pools_never_release_a_session_a_thread_is_running() -> None:

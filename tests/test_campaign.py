@@ -80,7 +80,7 @@ def test_ctrl_c_or_sigterm_stops_the_campaign_and_still_writes_the_summary(
 def test_the_same_seed_makes_the_same_schedules(tmp_path: Path) -> None:
     from racefuzz import strategies
     from racefuzz.strategies.space import space_for
-    from racefuzz.target import load_target
+    from racefuzz.targets.registry import load_target
 
     space = space_for(load_target("cpu"), 24, 4)
     a = strategies.make("portfolio", space, 7)

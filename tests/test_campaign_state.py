@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import campaign_store
-from racefuzz.campaign_state import CampaignState, FindingRecord
-from racefuzz.outcome import Exit, Finding, RunResult
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.campaign import store as campaign_store
+from racefuzz.campaign.state import CampaignState, FindingRecord
+from racefuzz.judge.outcome import Exit, Finding, RunResult
+from racefuzz.schedule.model import Op, Schedule, Step
 
 
 def record(shape: str, minimal: Schedule, shrunk_to: str | None = None) -> FindingRecord:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from racefuzz.campaign import Campaign
-from racefuzz.campaign_config import CampaignConfig
-from racefuzz.campaign_state import CampaignState
-from racefuzz.outcome import Finding
+from racefuzz.campaign.config import CampaignConfig
+from racefuzz.campaign.loop import Campaign
+from racefuzz.campaign.state import CampaignState
+from racefuzz.judge.outcome import Finding
 
 NOT_FOUND = "Data transfer implementation between source and destination device was not found"
 
@@ -35,7 +35,7 @@ SYMPTOMS: dict[str, Callable[[Finding], bool]] = {
 def campaign(
     spec: str, tmp_path: Path, seconds: float, stop: Callable[[Finding], bool] | None
 ) -> CampaignState:
-    from racefuzz.target import load_target
+    from racefuzz.targets.registry import load_target
 
     config = CampaignConfig(seconds=seconds, jobs=2, seed=1, shrink=False)
     c = Campaign(load_target(spec), config, tmp_path, stop_when=stop)

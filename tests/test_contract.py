@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from racefuzz import contract, strategies
-from racefuzz.oracles import judge
-from racefuzz.outcome import Exit, RunResult, StepOutcome
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz import strategies
+from racefuzz.judge.oracles import judge
+from racefuzz.judge.outcome import Exit, RunResult, StepOutcome
+from racefuzz.schedule import contract
+from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.strategies.space import Space, space_for
 
 LIB = {"dml": "amd", "mgx": "amd", "cpu": None}.get
@@ -54,7 +55,7 @@ def test_a_release_overlapping_the_unregister_may_come_after_it() -> None:
 def test_the_one_real_nxrt_crash_we_knew_is_api_misuse() -> None:
     from pathlib import Path
 
-    from racefuzz.schedule_json import load
+    from racefuzz.schedule.json_io import load
 
     wild = Path(__file__).parent.parent / "schedules" / "misuse"
     found = [load(p) for p in sorted(wild.glob("*.json"))]
@@ -84,7 +85,7 @@ def test_allow_misuse_generates_breaches() -> None:
 
 
 def test_nxrt_cpu_campaign_space_is_legal_by_default() -> None:
-    from racefuzz.target import load_target
+    from racefuzz.targets.registry import load_target
 
     space = space_for(load_target("nxrt-cpu"), 24, 4)
     gen = strategies.make("portfolio", space, 11)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import executor, native_stack
+from racefuzz.execute import executor, native_stack
 
 FAULT_TOGETHER = """
 import ctypes, faulthandler, resource, sys, threading

@@ -13,10 +13,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from racefuzz import executor, models, repro_script
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.target import Profile, load_target
+from racefuzz.execute import executor
+from racefuzz.judge.outcome import RunResult
+from racefuzz.report import repro_script
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets import models
+from racefuzz.targets.model import Profile
+from racefuzz.targets.registry import load_target
 from racefuzz.worker import handoff
 
 

@@ -17,12 +17,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from racefuzz import executor, native_stack
-from racefuzz.outcome import Exit, RunResult
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.schedule_json import save
-from racefuzz.target import Target, load_target
-from racefuzz.zygote_pool import ZygoteLauncher, available
+from racefuzz.execute import executor, native_stack
+from racefuzz.execute.zygote_pool import ZygoteLauncher, available
+from racefuzz.judge.outcome import Exit, RunResult
+from racefuzz.schedule.json_io import save
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets.model import Target
+from racefuzz.targets.registry import load_target
 
 TWO_THREADS = Schedule(
     2,

@@ -13,10 +13,10 @@ import psutil
 import pytest
 from test_cli import racefuzz
 
-from racefuzz import executor
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.target import load_target
-from racefuzz.zygote_pool import ZygoteLauncher, available
+from racefuzz.execute import executor
+from racefuzz.execute.zygote_pool import ZygoteLauncher, available
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets.registry import load_target
 
 HAVE = {
     m: importlib.util.find_spec(m) is not None for m in ("onnxruntime_ep_webgpu", "nxrt_ep_cuda")
@@ -118,7 +118,7 @@ def test_the_zygote_is_born_with_the_target_env(testbed_library: Path) -> None:
 
 def test_a_missing_loader_or_driver_is_one_line_naming_it() -> None:
     from racefuzz.errors import RacefuzzError
-    from racefuzz.gpu_targets import require_shared_library
+    from racefuzz.targets.gpu import require_shared_library
 
     with pytest.raises(RacefuzzError) as raised:
         require_shared_library("libracefuzz-no-such.so.9", "the Vulkan loader", "target 'webgpu'")

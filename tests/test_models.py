@@ -14,9 +14,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from racefuzz import models
 from racefuzz.errors import RacefuzzError
-from racefuzz.models import BUILTIN, InputSpec
+from racefuzz.targets import models
+from racefuzz.targets.models import BUILTIN, InputSpec
 
 
 @pytest.fixture(autouse=True)

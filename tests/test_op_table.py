@@ -1,4 +1,4 @@
-"""Tests of racefuzz/op_table.py: every op is described once, and every stage works off it.
+"""Tests of racefuzz/schedule/op_table.py: every op is described once, and every stage works off it.
 
 Two ways of proving it. In process, `run` is given a peer and modes for one test
 (`monkeypatch` on `SPECS`), and well-formedness, JSON, generation, baselines and shrinking
@@ -23,12 +23,12 @@ from typing import cast
 
 import pytest
 
-from racefuzz.baseline import alone_schedule
-from racefuzz.op_table import SPECS, OpSpec, Subject, check_table
-from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
-from racefuzz.schedule_json import dumps, loads
-from racefuzz.shrink_order import sort_key
-from racefuzz.shrink_passes import drop_modes, normalised, without
+from racefuzz.judge.baseline import alone_schedule
+from racefuzz.schedule.json_io import dumps, loads
+from racefuzz.schedule.model import Op, Schedule, ScheduleError, Step, problems
+from racefuzz.schedule.op_table import SPECS, OpSpec, Subject, check_table
+from racefuzz.shrink.order import sort_key
+from racefuzz.shrink.passes import drop_modes, normalised, without
 from racefuzz.strategies.base import State, enabled_steps
 from racefuzz.strategies.space import Space
 from racefuzz.worker.ops import Runtime
@@ -167,7 +167,7 @@ def test_shrinking_renames_peers_drops_them_with_their_create_and_drops_modes(
 def test_a_new_op_is_one_table_entry_one_handler_and_the_readme(tmp_path: Path) -> None:
     diff = NEW_OP.read_text(encoding="utf-8")
     touched = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", diff, re.M)))
-    assert touched == ["README.md", "racefuzz/op_table.py", "racefuzz/worker/ops.py"]
+    assert touched == ["README.md", "racefuzz/schedule/op_table.py", "racefuzz/worker/ops.py"]
     shutil.copytree(
         ROOT / "racefuzz", tmp_path / "racefuzz", ignore=shutil.ignore_patterns("__pycache__")
     )
@@ -195,12 +195,13 @@ _FUZZ_THE_NEW_OP = textwrap.dedent(
     """
     import sys
     import racefuzz
-    from racefuzz import executor, strategies
-    from racefuzz.baseline import alone_schedule
-    from racefuzz.schedule import Op
-    from racefuzz.schedule_json import dumps, loads
+    from racefuzz import strategies
+    from racefuzz.execute import executor
+    from racefuzz.judge.baseline import alone_schedule
+    from racefuzz.schedule.model import Op
+    from racefuzz.schedule.json_io import dumps, loads
     from racefuzz.strategies.space import space_for
-    from racefuzz.target import load_target
+    from racefuzz.targets.registry import load_target
 
     assert racefuzz.__file__.startswith(sys.argv[1]), racefuzz.__file__
     pair = Op("run_pair")

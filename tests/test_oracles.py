@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from racefuzz.campaign_state import AloneUnderOverlap, FindingRecord
-from racefuzz.oracles import judge, normalise, overlap_shape
-from racefuzz.outcome import Check, Exit, Finding, RunResult, StepOutcome
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.campaign.state import AloneUnderOverlap, FindingRecord
+from racefuzz.judge.oracles import judge, normalise, overlap_shape
+from racefuzz.judge.outcome import Check, Exit, Finding, RunResult, StepOutcome
+from racefuzz.schedule.model import Op, Schedule, Step
 
 SCHED = Schedule(
     2,

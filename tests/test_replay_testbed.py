@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import executor
-from racefuzz.baseline import ALONE, INTERLEAVING, Baselines
-from racefuzz.outcome import Finding, RunResult
-from racefuzz.replay import replay
-from racefuzz.schedule import Schedule
-from racefuzz.schedule_json import load, load_many
-from racefuzz.target import Target, load_target
+from racefuzz.cli.replay import replay
+from racefuzz.execute import executor
+from racefuzz.judge.baseline import ALONE, INTERLEAVING, Baselines
+from racefuzz.judge.outcome import Finding, RunResult
+from racefuzz.schedule.json_io import load, load_many
+from racefuzz.schedule.model import Schedule
+from racefuzz.targets.model import Target
+from racefuzz.targets.registry import load_target
 
 SCHEDULES = Path(__file__).resolve().parent.parent / "schedules"
 HIP = "HIP failure N: invalid argument"

@@ -16,14 +16,17 @@ from typing import Any
 
 import pytest
 
-from racefuzz import bundle as bundles
-from racefuzz import envinfo, executor, report, run_json
-from racefuzz.builtin_targets import nxrt_cpu_target
 from racefuzz.errors import RacefuzzError
-from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.schedule_json import load
-from racefuzz.target import Profile, Target, load_target
+from racefuzz.execute import executor
+from racefuzz.judge.outcome import Finding, RunResult
+from racefuzz.report import bundle as bundles
+from racefuzz.report import envinfo, run_json
+from racefuzz.report import markdown as report
+from racefuzz.schedule.json_io import load
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets.builtin import nxrt_cpu_target
+from racefuzz.targets.model import Profile, Target
+from racefuzz.targets.registry import load_target
 
 GHOST = Profile("ghost", None, "NoSuchEP", {})
 CPU = Profile("cpu", None, "CPUExecutionProvider", {})

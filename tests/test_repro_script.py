@@ -20,13 +20,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from racefuzz import executor, models
-from racefuzz.builtin_targets import cpu_target, nxrt_cpu_target
-from racefuzz.outcome import Finding
-from racefuzz.repro_parts import literal
-from racefuzz.repro_script import repro_source
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.target import Library, Profile, Target
+from racefuzz.execute import executor
+from racefuzz.judge.outcome import Finding
+from racefuzz.report.repro_parts import literal
+from racefuzz.report.repro_script import repro_source
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets import models
+from racefuzz.targets.builtin import cpu_target, nxrt_cpu_target
+from racefuzz.targets.model import Library, Profile, Target
 from racefuzz.worker import ops, sequencer
 
 NXRT = nxrt_cpu_target()
@@ -314,7 +315,7 @@ def test_a_real_native_hang_of_the_child_is_observed_and_the_child_killed(
     tmp_path: Path, testbed_library: Path
 ) -> None:
     # The testbed's fault switch makes its Compute block forever: a real hang in native code.
-    from racefuzz.target import load_target
+    from racefuzz.targets.registry import load_target
 
     target = load_target("testbed").with_env(RACEFUZZ_TESTBED_FAULT="hang:mgx")
     schedule = Schedule(

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from test_repro_script import _isolated_venv
 
-from racefuzz import executor
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.shrink_command import shrink_to_bundle
-from racefuzz.target import load_target
+from racefuzz.execute import executor
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.shrink.command import shrink_to_bundle
+from racefuzz.targets.registry import load_target
 
 S3 = Schedule(
     3,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from racefuzz.campaign_state import CampaignState, FindingRecord, Totals
-from racefuzz.campaign_store import totals
-from racefuzz.outcome import Finding
-from racefuzz.results import summary_markdown
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.campaign.results import summary_markdown
+from racefuzz.campaign.state import CampaignState, FindingRecord, Totals
+from racefuzz.campaign.store import totals
+from racefuzz.judge.outcome import Finding
+from racefuzz.schedule.model import Op, Schedule, Step
 
 ONE_THREAD = Schedule(
     1,

@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from racefuzz import executor
-from racefuzz.baseline import alone_schedule
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.target import Target, load_target
+from racefuzz.execute import executor
+from racefuzz.judge.baseline import alone_schedule
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets.model import Target
+from racefuzz.targets.registry import load_target
 
 
 def steps(*rest: Step, threads: int = 1) -> Schedule:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import sanitizer_report
-from racefuzz.oracles import judge
-from racefuzz.outcome import Exit, RunResult, StepOutcome
-from racefuzz.sanitizer import EXIT_CODE
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.judge import sanitizer_report
+from racefuzz.judge.oracles import judge
+from racefuzz.judge.outcome import Exit, RunResult, StepOutcome
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets.sanitizer import EXIT_CODE
 
 DATA = Path(__file__).parent / "data" / "sanitizer"
 EP = ("libracefuzz_testbed.so",)

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 from test_cli import one_error_line, racefuzz
 
-from racefuzz import executor, known_issues, sanitizer
+from racefuzz.campaign import known_issues
 from racefuzz.errors import RacefuzzError
-from racefuzz.target import Library, Profile, Target, load_target
-from racefuzz.target_toml import target_toml
+from racefuzz.execute import executor
+from racefuzz.targets import sanitizer
+from racefuzz.targets.model import Library, Profile, Target
+from racefuzz.targets.registry import load_target
+from racefuzz.targets.toml_io import target_toml
 
 TSAN_RUNTIME = sanitizer.available("thread")
 

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import bundle as bundles
-from racefuzz import executor, sanitizer
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.shrink_command import shrink_to_bundle
-from racefuzz.target import Target, load_target
+from racefuzz.execute import executor
+from racefuzz.judge.outcome import RunResult
+from racefuzz.report import bundle as bundles
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.shrink.command import shrink_to_bundle
+from racefuzz.targets import sanitizer
+from racefuzz.targets.model import Target
+from racefuzz.targets.registry import load_target
 
 pytestmark = [
     pytest.mark.skipif(not sanitizer.available("address"), reason="no ASan runtime (libasan)"),

@@ -1,4 +1,4 @@
-"""Tests of racefuzz/schedule.py: JSON round trip, strict decoding, well-formedness rules."""
+"""Tests of racefuzz/schedule/model.py: JSON round trip, strict decoding, well-formedness rules."""
 
 from __future__ import annotations
 
@@ -11,8 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from racefuzz.schedule import MAX_JITTER_US, Op, Schedule, ScheduleError, Step, problems
-from racefuzz.schedule_json import dumps, from_json_obj, load, load_many, loads, save, to_json_obj
+from racefuzz.schedule.json_io import (
+    dumps,
+    from_json_obj,
+    load,
+    load_many,
+    loads,
+    save,
+    to_json_obj,
+)
+from racefuzz.schedule.model import MAX_JITTER_US, Op, Schedule, ScheduleError, Step, problems
 from racefuzz.strategies.hypothesis_schedules import schedules, spaces
 from racefuzz.strategies.space import Space
 

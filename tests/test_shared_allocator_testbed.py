@@ -14,10 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from racefuzz import executor, models, repro_script
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.target import load_target
+from racefuzz.execute import executor
+from racefuzz.judge.outcome import RunResult
+from racefuzz.report import repro_script
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets import models
+from racefuzz.targets.registry import load_target
 
 REGISTER = Step(0, Op.REGISTER)
 CREATE = Step(0, Op.CREATE, session="s1", profile="mgx", model="mlp")

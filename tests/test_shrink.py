@@ -21,15 +21,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from racefuzz.oracles import overlap_shape
-from racefuzz.outcome import Exit, Finding, RunResult, shape_in
-from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
-from racefuzz.schedule_json import load
-from racefuzz.shrink import shrink
-from racefuzz.shrink_order import SortKey, sort_key
-from racefuzz.shrink_passes import PASSES, merged, normalised, without
-from racefuzz.shrink_result import ShrinkEvent, ShrinkResult
-from racefuzz.shrink_runs import shows
+from racefuzz.judge.oracles import overlap_shape
+from racefuzz.judge.outcome import Exit, Finding, RunResult, shape_in
+from racefuzz.schedule.json_io import load
+from racefuzz.schedule.model import Op, Schedule, ScheduleError, Step, problems
+from racefuzz.shrink.order import SortKey, sort_key
+from racefuzz.shrink.passes import PASSES, merged, normalised, without
+from racefuzz.shrink.result import ShrinkEvent, ShrinkResult
+from racefuzz.shrink.runs import shows
+from racefuzz.shrink.shrinker import shrink
 
 MODELS_BY_SIZE = ("tiny", "small", "big")
 EP_PROFILES = ("dml", "mgx")

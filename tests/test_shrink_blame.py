@@ -8,13 +8,13 @@ from pathlib import Path
 
 from test_shrink import copy, create, g, library_of, minimal, reg, run
 
-from racefuzz.oracles import overlap_shape
-from racefuzz.outcome import Exit, Finding, RunResult, StepOutcome
-from racefuzz.schedule import Op, Schedule
-from racefuzz.schedule_json import load
-from racefuzz.shrink import shrink
-from racefuzz.shrink_best import resumed_signature
-from racefuzz.shrink_passes import normalised
+from racefuzz.judge.oracles import overlap_shape
+from racefuzz.judge.outcome import Exit, Finding, RunResult, StepOutcome
+from racefuzz.schedule.json_io import load
+from racefuzz.schedule.model import Op, Schedule
+from racefuzz.shrink.best import resumed_signature
+from racefuzz.shrink.passes import normalised
+from racefuzz.shrink.shrinker import shrink
 
 
 def _copy_fails(schedule: Schedule, broken_from: int | None, message: str) -> RunResult:

@@ -7,9 +7,9 @@ import time
 
 from test_shrink import CASES, Fake, do_shrink, noisy
 
-from racefuzz import shrink_result
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Schedule
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Schedule
+from racefuzz.shrink import result as shrink_result
 
 RUN_S = 0.05
 

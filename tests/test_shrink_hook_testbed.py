@@ -8,11 +8,11 @@ from pathlib import Path
 
 from test_repro_testbed import S3
 
-from racefuzz import executor
-from racefuzz.campaign_state import FindingRecord, dependable
-from racefuzz.run_command import make_shrink_hook
-from racefuzz.schedule import Schedule
-from racefuzz.target import load_target
+from racefuzz.campaign.state import FindingRecord, dependable
+from racefuzz.cli.run_command import make_shrink_hook
+from racefuzz.execute import executor
+from racefuzz.schedule.model import Schedule
+from racefuzz.targets.registry import load_target
 
 
 def test_a_spent_budget_is_said_and_a_further_shrink_that_fails_keeps_the_bundle(

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import executor, shrink
-from racefuzz.outcome import Finding, RunResult
-from racefuzz.schedule import Op, Schedule
-from racefuzz.schedule_json import load
-from racefuzz.target import load_target
-from racefuzz.zygote_pool import ZygoteLauncher, available
+from racefuzz.execute import executor
+from racefuzz.execute.zygote_pool import ZygoteLauncher, available
+from racefuzz.judge.outcome import Finding, RunResult
+from racefuzz.schedule.json_io import load
+from racefuzz.schedule.model import Op, Schedule
+from racefuzz.shrink import shrinker as shrink
+from racefuzz.targets.registry import load_target
 
 DATA = Path(__file__).resolve().parent / "data" / "shrink"
 NOT_FOUND = "Data transfer implementation between source and destination device was not found"

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from racefuzz.errors import RacefuzzError
-from racefuzz.outcome import Exit, Finding, RunResult, StepOutcome
-from racefuzz.schedule import Op, Schedule, ScheduleError, Step, problems
-from racefuzz.schedule_json import load_many
+from racefuzz.judge.outcome import Exit, Finding, RunResult, StepOutcome
+from racefuzz.schedule.json_io import load_many
+from racefuzz.schedule.model import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.strategies import make, names
 from racefuzz.strategies.base import State, enabled_steps, normalise_groups, repair
 from racefuzz.strategies.hypothesis_schedules import schedules, spaces

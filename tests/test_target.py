@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import onnxruntime as ort
 import pytest
 
-from racefuzz import builtin_targets
 from racefuzz.errors import RacefuzzError
-from racefuzz.models import DEFAULT_MODELS
-from racefuzz.schedule import Op, Schedule, Step, problems
-from racefuzz.target import BUILTIN_TARGETS, Target, describe, load_target
+from racefuzz.schedule.model import Op, Schedule, Step, problems
+from racefuzz.targets import builtin as builtin_targets
+from racefuzz.targets.model import BUILTIN_TARGETS, Target, describe
+from racefuzz.targets.models import DEFAULT_MODELS
+from racefuzz.targets.registry import load_target
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "racefuzz.toml"
 FAKE_LIB = Path("/nonexistent/testbed.dll")  # the testbed is never built or loaded here

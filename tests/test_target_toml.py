@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from racefuzz.target import Library, Profile, Target, load_target
-from racefuzz.target_toml import target_toml
+from racefuzz.targets.model import Library, Profile, Target
+from racefuzz.targets.registry import load_target
+from racefuzz.targets.toml_io import target_toml
 
 
 def test_every_field_survives_the_round_trip(tmp_path: Path) -> None:

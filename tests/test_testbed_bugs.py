@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from testbed_scenarios import Result, run_scenario
 
-from racefuzz import models
+from racefuzz.targets import models
 
 HIP = "HIP failure 1: invalid argument"
 DML = "DML failure: 0x80070057 invalid allocation handle"

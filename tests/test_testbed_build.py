@@ -1,4 +1,4 @@
-"""racefuzz.testbed: building the testbed EP into the cache, and its errors."""
+"""racefuzz.targets.testbed: building the testbed EP into the cache, and its errors."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz import testbed
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
+from racefuzz.targets import testbed
 
 
 def _seed_headers(cache: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from testbed_scenarios import build_gemm, build_mixed, run_scenario
 
-from racefuzz import models
+from racefuzz.targets import models
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ its stream) are each seen only through their mode: the same schedule without it 
 
 from __future__ import annotations
 
-from racefuzz import executor
-from racefuzz.baseline import alone_schedule
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
-from racefuzz.target import load_target
+from racefuzz.execute import executor
+from racefuzz.judge.baseline import alone_schedule
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.targets.registry import load_target
 
 BOUND_MODES = ("host_in", "host_in_sync", "host_out", "sync")
 

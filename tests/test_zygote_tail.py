@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from racefuzz.zygote_pool import _tail
+from racefuzz.execute.zygote_pool import _tail
 
 
 class EndsWhileAsked:

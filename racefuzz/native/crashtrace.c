@@ -5,7 +5,7 @@
  * the native call stack of the faulting thread to stderr (glibc's backtrace), then hands the
  * signal to the handler it replaced (faulthandler's), which dumps the Python stacks and lets the
  * process die of the signal as before. racefuzz symbolises the frames afterwards, outside the
- * dying process (racefuzz/native_stack.py).
+ * dying process (racefuzz/execute/native_stack.py).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from racefuzz.errors import RacefuzzError
-from racefuzz.schedule import Schedule
+from racefuzz.schedule.model import Schedule
 from racefuzz.strategies.base import Strategy
 from racefuzz.strategies.mutate import Mutator
 from racefuzz.strategies.pct import PCT

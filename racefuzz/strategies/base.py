@@ -5,7 +5,7 @@ what running them did (`observe`). Every generator here works the same way: it k
 the model of what a schedule prefix leaves behind (registered libraries, live sessions and
 values, whether any session was created, which thread did what), asks `enabled_steps` what may
 come next on a thread, and appends. Because a step is only appended when `State.allows` it, and
-`allows` is at least as strict as `racefuzz.schedule.problems`, generated schedules are
+`allows` is at least as strict as `racefuzz.schedule.model.problems`, generated schedules are
 well-formed by construction; `finish` asserts it once more.
 
 An overlap group is checked against the state at the group's start as well as in list order:
@@ -29,10 +29,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from racefuzz import contract
-from racefuzz.op_table import LIVE_KINDS, PREFIX, SPECS, Effect, OpSpec, Subject
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import MAX_JITTER_US, Op, Schedule, Step, make_step
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule import contract
+from racefuzz.schedule.model import MAX_JITTER_US, Op, Schedule, Step, make_step
+from racefuzz.schedule.op_table import LIVE_KINDS, PREFIX, SPECS, Effect, OpSpec, Subject
 from racefuzz.strategies.space import Space
 
 JITTER_RATE = 0.04  # share of steps that get a sleep: rare, or it drowns the races it shakes
@@ -211,7 +211,7 @@ class State:
 
     def _uses(self, key: str, space: Space) -> bool:
         """Whether a live session or value needs registration `key` (ORT's contract forbids
-        unregistering it then: `racefuzz.contract`)."""
+        unregistering it then: `racefuzz.schedule.contract`)."""
         lives = (*self.sessions.values(), *self.values.values())
         return any(contract.needs(key, space.library_for(live.profile)) for live in lives)
 
@@ -261,7 +261,7 @@ def enabled_steps(
 ) -> list[Step]:
     """Every well-formed next step on `thread`, ungrouped and without jitter.
 
-    Proposed from the op table (see `racefuzz.op_table`): library ops per registration key,
+    Proposed from the op table (see `racefuzz.schedule.op_table`): library ops per registration key,
     makers per profile under a fresh name, users and enders per live subject or per profile,
     each per live peer and allowed mode. With `rng`, each create proposes one model (the
     smallest, usually) instead of all of them, so that profiles and not models set the odds.

@@ -16,8 +16,8 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from racefuzz.op_table import REQUIRED_OPS
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.schedule.op_table import REQUIRED_OPS
 from racefuzz.strategies.base import (
     MAX_GENERATED_JITTER_US,
     State,

@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from racefuzz.op_table import SPECS
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.schedule.op_table import SPECS
 from racefuzz.strategies.base import State, behaviour, enabled_steps, pick, repair
 from racefuzz.strategies.random_walk import walk
 from racefuzz.strategies.space import Space

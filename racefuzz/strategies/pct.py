@@ -30,8 +30,8 @@ from collections import deque
 from dataclasses import replace
 
 from racefuzz.errors import RacefuzzError
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.strategies.base import State, finish, with_jitter
 from racefuzz.strategies.random_walk import walk
 from racefuzz.strategies.space import Space

@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from racefuzz.errors import RacefuzzError
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Schedule
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Schedule
 from racefuzz.strategies.base import Strategy, behaviour
 from racefuzz.strategies.mutate import Mutator
 from racefuzz.strategies.pct import PCT

@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from racefuzz.op_table import SPECS, Effect, Subject
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Op, Schedule, Step
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Op, Schedule, Step
+from racefuzz.schedule.op_table import SPECS, Effect, Subject
 from racefuzz.strategies.base import (
     State,
     choose_threads,

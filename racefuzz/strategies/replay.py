@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Schedule, ScheduleError
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Schedule, ScheduleError
 from racefuzz.strategies.space import Space
 
 

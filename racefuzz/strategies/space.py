@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from racefuzz import contract
 from racefuzz.errors import RacefuzzError
-from racefuzz.op_table import REQUIRED_OPS
-from racefuzz.schedule import Op, Schedule, problems
-from racefuzz.target import Target
+from racefuzz.schedule import contract
+from racefuzz.schedule.model import Op, Schedule, problems
+from racefuzz.schedule.op_table import REQUIRED_OPS
+from racefuzz.targets.model import Target
 
 # The registration key of the one unnamed library: `problems()` reads "*" as "every library",
 # which is exactly what a `register` step without a library name does.
@@ -40,7 +40,7 @@ class Space:
     max_sessions: int = 4
     max_values: int = 2  # device values alive at once
     lifecycle: bool = True  # unregister and re-register may appear mid-schedule
-    # Schedules outside ORT's API contract (`racefuzz.contract`), e.g. an unregister while a
+    # Schedules outside ORT's API contract (`schedule.contract`), e.g. an unregister while a
     # session on the library is alive: only when a user asks for them.
     allow_misuse: bool = False
     groups: bool = True  # overlap groups may be generated

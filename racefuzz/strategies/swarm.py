@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from racefuzz.op_table import SPECS
-from racefuzz.outcome import RunResult
-from racefuzz.schedule import Schedule
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Schedule
+from racefuzz.schedule.op_table import SPECS
 from racefuzz.strategies.random_walk import walk
 from racefuzz.strategies.space import Space
 

@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Mapping
 from typing import IO, Any
 
-from racefuzz.worker import INTERNAL_EXIT, native_trace
+from racefuzz.worker import WORKER_BUG_EXIT, native_trace
 from racefuzz.worker.lifeline import die_with_parent
 from racefuzz.worker.ops import Profile, Runtime
 from racefuzz.worker.sequencer import Sequencer, Slot
@@ -95,7 +95,7 @@ def run_job_reporting(job: Mapping[str, Any], channel: Channel) -> None:
     except Exception:
         channel.send({"ev": "internal", "traceback": traceback.format_exc()})
         sys.stderr.flush()
-        os._exit(INTERNAL_EXIT)
+        os._exit(WORKER_BUG_EXIT)
 
 
 def protocol_stream() -> IO[str]:

@@ -1,4 +1,4 @@
-"""Loads racefuzz's crash tracer into the worker (see `racefuzz.native_stack`): on a fatal
+"""Loads racefuzz's crash tracer into the worker (see `racefuzz.execute.native_stack`): on a fatal
 signal the faulting thread's native frames go to stderr before faulthandler's Python stacks.
 Installed after faulthandler, whose handler it then calls."""
 

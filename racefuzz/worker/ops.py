@@ -5,7 +5,7 @@ sessions, kept device values) and runs one step at a time, returning a plain-dic
 `{"ok": bool, "message": str, "check": None | "ok" | "zeroed" | "mismatch" | "corrupt-copy",
 "detail": str}`. It never raises for anything ORT or the EP does: errors are outcomes.
 
-Each op of `racefuzz/op_table.py` has its handler here, `Runtime.op_<name>`, found by name (a
+Each op of `schedule/op_table.py` has its handler here, `Runtime.op_<name>`, found by name (a
 missing one is racefuzz's own bug); a handler that makes a session or value is marked `@makes`,
 so that a step is skipped, not failed, when what it names was never made (an earlier step
 failed). `mode` and `peer` arrive in the step dict like the other fields.

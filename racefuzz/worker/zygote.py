@@ -24,7 +24,7 @@ import sys
 import numpy  # noqa: F401  (imported here so that children inherit it)
 import onnxruntime  # noqa: F401
 
-from racefuzz.worker import INTERNAL_EXIT, native_trace
+from racefuzz.worker import WORKER_BUG_EXIT, native_trace
 from racefuzz.worker import main as worker_main
 from racefuzz.worker.lifeline import die_with_parent
 
@@ -62,7 +62,7 @@ def serve() -> None:
             try:
                 _child(request, me)
             finally:
-                os._exit(INTERNAL_EXIT)  # not even the report got out
+                os._exit(WORKER_BUG_EXIT)  # not even the report got out
         try:
             out.write(json.dumps({"pid": pid}) + "\n")
             out.flush()

@@ -9,11 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from racefuzz import executor, strategies
-from racefuzz.schedule_json import save
+from racefuzz import strategies
+from racefuzz.execute import executor
+from racefuzz.execute.zygote_pool import ZygoteLauncher
+from racefuzz.schedule.json_io import save
 from racefuzz.strategies.space import space_for
-from racefuzz.target import load_target
-from racefuzz.zygote_pool import ZygoteLauncher
+from racefuzz.targets.registry import load_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from test_shrink_testbed import CASES

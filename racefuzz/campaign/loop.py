@@ -1,0 +1,395 @@
+"""A fuzzing campaign: strategies feed `--jobs` isolated workers until the time is up.
+
+Orchestration is trio: one task per job slot, each running blocking executor calls in a thread
+(`trio.to_thread`), so a slow or dying worker only costs its own slot. The strategy is shared
+and called only from trio's thread, so it needs no locks.
+
+Nothing found is ever lost: the first schedule of every new cluster (`campaign_state`) is
+written to `findings/<slug>.json` (exclusively created) before anything else is done with it,
+then it is classified against its baseline and its smallest member queued for shrinking; shrinks
+share the job slots with fuzzing and take precedence. Cancellation (deadline, Ctrl-C, SIGTERM)
+kills every worker, those of abandoned tasks too; the caller then writes the summary from
+`CampaignState`, which holds only small per-cluster records, so the campaign's memory stays
+flat however long it runs. racefuzz's own exceptions stop the campaign as internal errors.
+
+The campaign publishes what happens (`CampaignState`, log lines) and never reads the dashboard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import heapq
+import itertools
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import psutil
+import trio
+
+from racefuzz import strategies
+from racefuzz.campaign import store as campaign_store
+from racefuzz.campaign.config import CampaignConfig
+from racefuzz.campaign.disk_reserve import Reserve
+from racefuzz.campaign.state import AloneUnderOverlap, CampaignState, FindingRecord
+from racefuzz.errors import InternalError
+from racefuzz.execute import executor
+from racefuzz.execute.executor import Launcher
+from racefuzz.execute.zygote_pool import LauncherClosed, ZygoteLauncher
+from racefuzz.execute.zygote_pool import available as zygote_available
+from racefuzz.judge.baseline import Baselines
+from racefuzz.judge.outcome import Exit, Finding, RunResult
+from racefuzz.schedule.model import Schedule
+from racefuzz.strategies.space import space_for
+from racefuzz.targets.model import Target
+
+# The output folder failing, not racefuzz: the campaign stops and writes what it can.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES})
+
+PERSIST_TICKS = 10  # of the half-second monitor: findings.json is rewritten every 5 s
+
+ShrinkHook = Callable[[FindingRecord, Schedule, RunResult, "Launcher | None"], None]
+Task = Callable[["Launcher | None"], None]
+
+
+class Campaign:
+    def __init__(
+        self,
+        target: Target,
+        config: CampaignConfig,
+        out_dir: Path,
+        baselines: Baselines | None = None,
+        shrink_hook: ShrinkHook | None = None,
+        restored: Sequence[FindingRecord] = (),
+        stop_when: Callable[[Finding], bool] | None = None,
+    ) -> None:
+        self.target = target
+        self.config = config
+        self.out_dir = out_dir
+        self.state = CampaignState(seconds=config.seconds, jobs=config.jobs)
+        self.space = space_for(
+            target, config.max_steps, config.max_threads, config.lifecycle, config.allow_misuse
+        )
+        self.strategy = strategies.make(
+            config.strategy, self.space, config.seed, corpus=config.corpus
+        )
+        self.options = executor.RunOptions(
+            step_timeout=config.step_timeout, max_rss_mb=config.max_rss_mb, seed=config.seed
+        )
+        self.baselines = baselines
+        self.shrink_hook = shrink_hook
+        # What to do whenever the folder's durable state changed (`campaign_store`): the
+        # caller rewrites findings.json, so a SIGKILL loses at most seconds of counters.
+        self.persist: Callable[[], None] | None = None
+        self.write_error = ""  # set when the output folder refused a write (a full disk)
+        self.reserve: Reserve | None = None  # room kept for the summary after a full disk
+        self._restored = list(restored)
+        for rec in self._restored:  # an earlier run's clusters, as it left them
+            rec.known = rec.cluster in config.known_issues
+            self.state.findings[rec.cluster] = rec
+        for rec in self._restored:  # a folder written before duplicates gave their schedules
+            self.state.adopt(rec)
+        self.stop_when = stop_when  # e.g. a benchmark's "this is the bug I was timing"
+        self._cancel: trio.CancelScope | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        # Read by worker threads (trio's cancel scope may not be): the campaign is ending.
+        self._stopping = False
+        self._ends_at = float("inf")
+        # Work about findings (baseline, shrink) that job slots take before fuzzing more (`_rank`).
+        self._tasks: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
+        self._task_order = 0
+        self._task_slots = 0  # slots busy with tasks now
+        self._task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
+        self._fuzz_s = 0.0
+        self._alone = AloneUnderOverlap()
+        self._fuzzing = config.fuzz  # False once the strategy has nothing more
+        (out_dir / "findings").mkdir(parents=True, exist_ok=True)
+        (out_dir / "corpus").mkdir(parents=True, exist_ok=True)
+
+    def note(self, line: str) -> None:
+        self.state.log.append(f"[{self.state.elapsed():6.1f}s] {line}")
+        self.state.log_total += 1
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        """Stop the campaign as if its time were up (safe from a signal handler, from any
+        thread, before or during `run`): a Ctrl-C or SIGTERM that lands anywhere is kept."""
+        self.state.interrupted = True
+        self.state.interrupted_by = self.state.interrupted_by or reason
+        token = self._token
+        if token is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self._cancel_now)
+
+    def _cancel_now(self) -> None:
+        self._stopping = True
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    async def run(self) -> CampaignState:
+        self._token = trio.lowlevel.current_trio_token()
+        self._ends_at = time.monotonic() + self.config.seconds
+        retry = not self.config.fuzz  # --shrink-only: also what did not reproduce, afresh
+        for rec in self._restored:  # shrinks the resumed run did not finish, from its best
+            if campaign_store.needs_shrinking(rec, retry_unreproduced=retry):
+                self._queue_shrink(rec, functools.partial(campaign_store.best_so_far, rec))
+        self._persist()
+        try:
+            with trio.move_on_after(self.config.seconds) as scope:
+                self._cancel = scope
+                if self.state.interrupted:  # a stop asked for before the loop began
+                    scope.cancel()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._monitor)
+                    async with trio.open_nursery() as jobs:
+                        for slot in range(self.config.jobs):
+                            jobs.start_soon(self._job, slot)
+                    nursery.cancel_scope.cancel()  # every slot is done: no need to wait
+        finally:
+            executor.kill_all()  # every worker, those of abandoned tasks too (a hung EP's)
+            stopped = self.state.interrupted or bool(self.write_error)
+            for rec in self.state.findings.values():
+                if rec.state in ("new", "shrinking", "not shrunk (interrupted)"):
+                    rec.state = "not shrunk (interrupted)" if stopped else "not shrunk (time is up)"
+            self.state.done = True
+        return self.state
+
+    async def _monitor(self) -> None:
+        me = psutil.Process()
+        for tick in itertools.count(1):
+            self.state.campaign_rss_mb = me.memory_info().rss / 2**20
+            if tick % PERSIST_TICKS == 0:
+                self._persist()  # counters too, so a SIGKILL loses seconds, not the run
+            await trio.sleep(0.5)
+
+    async def _job(self, slot: int) -> None:
+        # A sanitizer's runtime must be preloaded, which a fork of the zygote cannot do.
+        forks = self.config.zygote and zygote_available() and self.target.sanitizer is None
+        launcher = ZygoteLauncher() if forks else None
+        try:
+            await self._job_loop(launcher)
+        finally:
+            if launcher is not None:
+                launcher.close()
+
+    def _may_take_task(self) -> bool:
+        """Tasks never starve fuzzing: at most half the slots, or half the time of a lone one."""
+        if not self._tasks:
+            return False
+        if not self._fuzzing:
+            return True
+        if self.config.jobs > 1:
+            return self._task_slots < self.config.jobs // 2
+        return self._task_s <= self._fuzz_s
+
+    async def _job_loop(self, launcher: Launcher | None) -> None:
+        while True:
+            if self._may_take_task():
+                _, _, label, task = heapq.heappop(self._tasks)
+                self.note(label)
+                self._task_slots += 1
+                t0 = time.monotonic()
+                try:
+                    failure, error = await trio.to_thread.run_sync(
+                        self._guarded, task, launcher, abandon_on_cancel=True
+                    )
+                    if isinstance(error, OSError) and self._output_failed(error):
+                        pass  # e.g. a bundle on a full disk: the cluster stays unshrunk
+                    elif failure:
+                        self.internal_error(f"in a task ({label}):\n{failure}")
+                finally:
+                    self._task_slots -= 1
+                    self._task_s += time.monotonic() - t0
+                self._persist()
+                continue
+            schedule = self.strategy.next_schedule() if self._fuzzing else None
+            if schedule is None:  # nothing more to fuzz: the tasks left get every slot
+                self._fuzzing = False
+                if self._tasks:
+                    continue
+                return
+            source = getattr(self.strategy, "last_source", None) or self.strategy.name
+            self.state.busy += 1
+            t0 = time.monotonic()
+            try:
+                result = await trio.to_thread.run_sync(
+                    self._execute, schedule, launcher, abandon_on_cancel=True
+                )
+            except LauncherClosed:
+                return  # the campaign ended between handing out the schedule and running it
+            except InternalError as e:
+                self.internal_error(f"running a schedule:\n{e}")
+                return
+            finally:
+                self.state.busy -= 1
+                self._fuzz_s += time.monotonic() - t0
+            self._record(result, str(source))
+
+    @staticmethod
+    def _guarded(task: Task, launcher: Launcher | None) -> tuple[str, Exception | None]:
+        """Run a task; its own exception is a bug in racefuzz (its traceback, never a finding)
+        unless it is the output folder failing."""
+        try:
+            task(launcher)
+        except LauncherClosed:
+            pass  # the slot ended (deadline or Ctrl-C) while the task ran
+        except Exception as e:
+            return traceback.format_exc(), e
+        return "", None
+
+    def internal_error(self, text: str) -> None:
+        """Keep racefuzz's own traceback and stop: results of a broken tool are not trusted."""
+        self.state.internal_errors.append(text)
+        self.note("racefuzz internal error: the campaign stops (see the summary)")
+        self._cancel_now()
+
+    def _execute(self, schedule: Schedule, launcher: Launcher | None) -> RunResult:
+        # An abandoned task's next run once the campaign is ending (deadline, Ctrl-C, SIGTERM,
+        # an internal error): refused, so that no worker starts after the final kill.
+        if self._stopping or time.monotonic() >= self._ends_at:
+            raise LauncherClosed("the campaign has ended")
+        return executor.run(
+            self.target,
+            schedule,
+            self.options,
+            launcher=launcher,
+        )
+
+    def _record(self, result: RunResult, source: str) -> None:
+        st = self.state
+        st.schedules += 1
+        st.steps += len(result.outcomes)
+        st.worker_rss_mb = max(st.worker_rss_mb, result.peak_rss_mb)
+        st.crashes += result.exit is Exit.CRASH
+        st.hangs += result.exit is Exit.HANG
+        if result.exit is Exit.KILLED:
+            st.killed += 1
+            self.note(
+                f"a worker was killed from outside racefuzz ({result.signal}): not a finding; "
+                "if this repeats, look for the OOM killer (dmesg)"
+            )
+        counters = st.by_strategy.setdefault(source, {"schedules": 0, "new": 0})
+        counters["schedules"] += 1
+        self.strategy.observe(result)
+        # A misroute (the testbed's white-box trace) beside a visible failure is that failure's
+        # explanation, shown in its report, not a root cause of its own: only a silent misroute
+        # (nothing else went wrong) opens a cluster.
+        visible = any(f.kind != "misroute" for f in result.findings)
+        for f in map(self._alone.route, result.findings):
+            rec = st.findings.get(f.cluster)
+            if rec is not None:
+                if rec.add_member(f, result):  # shrinking starts from the smallest member
+                    self._writing(functools.partial(campaign_store.save_smallest, rec))
+                continue
+            if visible and f.kind == "misroute":
+                continue
+            counters["new"] += 1
+            self._new_finding(f, result)
+            if self.stop_when is not None and self.stop_when(f):
+                self.note(f"stop: {f.kind} on {f.op} is what this campaign was looking for")
+                self._cancel_now()
+
+    def _new_finding(self, finding: Finding, result: RunResult) -> None:
+        path = campaign_store.unique_path(self.out_dir / "findings", finding.slug)
+        rec = FindingRecord(
+            finding,
+            1,
+            self.state.elapsed(),
+            path,
+            smallest=result.schedule,
+            smallest_result=result,
+            signatures={finding.signature},
+            known=finding.cluster in self.config.known_issues,
+        )
+        self.state.findings[finding.cluster] = rec
+        # On disk first: whatever happens next (a baseline crash, Ctrl-C, SIGKILL), this is kept.
+        self._writing(functools.partial(campaign_store.save_new, self.out_dir, rec, result))
+        label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")
+        self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{label}")
+        baselines = self.baselines
+        if baselines is not None and finding.step is not None and not finding.misuse:
+
+            def classify(launcher: Launcher | None) -> None:
+                # Through this slot's launcher: the baseline ends with the slot, never outlives
+                # the campaign on a hung EP.
+                run = lambda s: self._execute(s, launcher)  # noqa: E731
+                rec.finding = baselines.classify(result.schedule, rec.finding, run)
+                self._alone.learn(rec)
+
+            self._add_task(_rank(finding), f"baseline of {finding.kind} on {finding.op}", classify)
+        self._queue_shrink(rec, lambda: rec.smallest)
+        self._persist()
+
+    def _queue_shrink(self, rec: FindingRecord, start: Callable[[], Schedule]) -> None:
+        """Shrink a cluster from `start()` (its smallest member, or a restored shrink's best so
+        far) in a job slot; known issues are listed, not shrunk."""
+        hook = self.shrink_hook
+        if rec.known:
+            rec.state = "known issue (not shrunk)"
+            return
+        if not self.config.shrink or hook is None or rec.smallest_result is None:
+            return
+
+        def shrink(launcher: Launcher | None) -> None:
+            rec.state = "shrinking"
+            assert rec.smallest_result is not None
+            # A retried shrink's bundle, one a cut-short shrink left, or a cluster's own that a
+            # duplicate's better one replaced: once no cluster lists it, it goes.
+            before = self._bundles()
+            hook(rec, start(), rec.smallest_result, launcher)
+            self.state.mark_duplicate(rec)
+            for gone in before - self._bundles():
+                shutil.rmtree(gone, ignore_errors=True)
+
+        label = f"shrinking {rec.finding.kind} on {rec.finding.op}"
+        self._add_task(2 + _rank(rec.finding), label, shrink)
+
+    # --- the output folder ------------------------------------------------------------
+
+    def _bundles(self) -> set[Path]:
+        # list() copies at once: the trio thread may open a cluster while a shrink thread asks.
+        return {r.bundle for r in list(self.state.findings.values()) if r.bundle is not None}
+
+    def _persist(self) -> None:
+        if self.persist is not None and not self.write_error:
+            self._writing(self.persist)
+
+    def _writing(self, write: Callable[[], None]) -> None:
+        """Write to the output folder; a full (or failing) disk stops the campaign, and the
+        write is tried once more in the room the reserve file held (`disk_reserve`)."""
+        try:
+            write()
+        except OSError as e:
+            if not self._output_failed(e):
+                raise
+            try:
+                write()
+            except OSError:
+                self.note(f"could not write under {self.out_dir} even after freeing the reserve")
+
+    def _output_failed(self, error: OSError) -> bool:
+        """True (and the campaign stops) when `error` is the output folder failing."""
+        if error.errno not in OUTPUT_ERRNOS:
+            return False
+        if not self.write_error:
+            self.write_error = f"{error.strerror or error}"
+            self.note(f"cannot write under {self.out_dir}: {self.write_error}; stopping")
+            if self.reserve is not None:
+                self.reserve.release()
+            self._cancel_now()
+        return True
+
+    def _add_task(self, priority: int, label: str, task: Task) -> None:
+        self._task_order += 1
+        heapq.heappush(self._tasks, (priority, self._task_order, label, task))
+
+
+def _rank(finding: Finding) -> int:
+    """Task order within baselines and within shrinks: black-box findings first (a misroute,
+    the testbed's white-box trace, usually shadows one of them)."""
+    return 1 if finding.kind == "misroute" else 0

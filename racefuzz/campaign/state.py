@@ -1,0 +1,298 @@
+"""What a campaign knows: its counters and one record per finding cluster.
+
+A cluster is the findings that share a root-cause identity (`Finding.cluster`): one crash seen
+with many different sets of ops in flight is one cluster, with one bundle. Each record keeps
+the cluster's first finding, how many runs and distinct signatures showed it, and its smallest
+member schedule so far (the one shrinking starts from). After shrinking, two clusters whose
+minimal schedules are the same schedule are one bug: the later one is marked a duplicate.
+
+A cluster's verdict decides the exit code: `new` ones fail the run; `known` ones (listed in the
+user's known-issues file) and `misuse` ones (outside ORT's API contract) are reported apart and
+do not. Everything here is small and bounded by the number of clusters, so a campaign's memory
+stays flat however long it runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from racefuzz.judge.baseline import ALONE
+from racefuzz.judge.outcome import Finding, RunResult
+from racefuzz.schedule.json_io import dumps
+from racefuzz.schedule.model import Schedule
+
+MAX_SIGNATURES_KEPT = 200  # per cluster: enough to count variants, bounded memory
+
+
+@dataclass
+class FindingRecord:
+    finding: Finding  # the cluster's first finding (classified by its baseline later)
+    count: int
+    first_seen_s: float
+    original: Path  # the first schedule of the cluster, on disk from the moment it was seen
+    smallest: Schedule  # the cluster's smallest member so far
+    smallest_result: RunResult | None  # a failing run of `smallest` (None: lost, not shrinkable)
+    state: str = "new"  # new | shrinking | shrunk (k/n) | not reproduced (k/n) | ...
+    minimal: Schedule | None = None  # the shrunk schedule, once it reproduced
+    reproduction: tuple[int, int] | None = None
+    bundle: Path | None = None
+    signatures: set[str] = field(default_factory=set)
+    known: bool = False  # listed in the known-issues file
+    duplicate_of: str | None = None  # the cluster this one repeats (its minimal schedule, or
+    # its failure alone: `AloneUnderOverlap`)
+    earlier_signatures: int = 0  # counted by the run this one resumed
+    # The cluster its minimal schedule's failure belongs to: another cluster's when the shrink
+    # cut an overlap's bystanders (`shrink_runs.shows`), i.e. it was that cluster's race.
+    shrunk_to: str | None = None
+    # Its minimal schedule is where a shrink stopped when its time budget ran out, before it
+    # was shown 1-minimal (the bundle's shrink statistics say so): `--shrink-only` goes on.
+    cut_short: bool = False
+
+    @property
+    def signature_count(self) -> int:
+        return self.earlier_signatures + len(self.signatures)
+
+    # Files kept beside the cluster's first schedule (`campaign_store` reads them back).
+    @property
+    def smallest_path(self) -> Path:
+        return self.original.with_suffix(".smallest.json")
+
+    @property
+    def run_path(self) -> Path:
+        """Where the failing run of `smallest` is kept, for shrinking after a resume."""
+        return self.original.with_suffix(".run.json")
+
+    @property
+    def best_path(self) -> Path:
+        """The shrinker's best schedule so far, complete at every moment."""
+        return self.original.with_suffix(".min.json")
+
+    @property
+    def minimal_steps(self) -> int | None:
+        return None if self.minimal is None else len(self.minimal.steps)
+
+    @property
+    def cluster(self) -> str:
+        return self.finding.cluster
+
+    @property
+    def verdict(self) -> str:
+        """misuse | known | duplicate | new: only `new` fails a campaign."""
+        if self.finding.misuse:
+            return "misuse"
+        if self.known:
+            return "known"
+        return "duplicate" if self.duplicate_of else "new"
+
+    def add_member(self, finding: Finding, result: RunResult) -> bool:
+        """Count one more run of this cluster; True when its schedule is the new smallest."""
+        self.count += 1
+        if len(self.signatures) < MAX_SIGNATURES_KEPT:
+            self.signatures.add(finding.signature)
+        if self.state == "new" and len(result.schedule.steps) < len(self.smallest.steps):
+            self.smallest, self.smallest_result = result.schedule, result
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What a campaign folder's runs did in all: `--resume` adds one run to them."""
+
+    runs: int = 0
+    schedules: int = 0
+    seconds: float = 0.0
+    crashes: int = 0
+    hangs: int = 0
+
+
+@dataclass
+class CampaignState:
+    """Everything the dashboard and the summary show; small and bounded by clusters."""
+
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+    jobs: int = 1
+    schedules: int = 0
+    steps: int = 0
+    crashes: int = 0
+    hangs: int = 0
+    killed: int = 0  # workers killed from outside: no finding, only counted
+    findings: dict[str, FindingRecord] = field(default_factory=dict)  # by cluster
+    by_strategy: dict[str, dict[str, int]] = field(default_factory=dict)
+    busy: int = 0
+    worker_rss_mb: float = 0.0
+    campaign_rss_mb: float = 0.0
+    interrupted: bool = False
+    interrupted_by: str = ""  # e.g. "Ctrl-C" or "SIGTERM"
+    done: bool = False
+    internal_errors: list[str] = field(default_factory=list)  # racefuzz's own tracebacks
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=12))
+    log_total: int = 0  # lines ever logged: lets a plain printer know what it has not shown
+    earlier: Totals = field(default_factory=Totals)  # the folder's runs before this one
+
+    def totals(self) -> Totals:
+        """This run and the folder's earlier ones together."""
+        e = self.earlier
+        return Totals(
+            e.runs + 1,
+            e.schedules + self.schedules,
+            e.seconds + self.elapsed(),
+            e.crashes + self.crashes,
+            e.hangs + self.hangs,
+        )
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def rate(self) -> float:
+        return self.schedules / max(self.elapsed(), 1e-9)
+
+    def by_verdict(self, verdict: str) -> list[FindingRecord]:
+        records = sorted(list(self.findings.values()), key=lambda r: r.first_seen_s)
+        return [r for r in records if r.verdict == verdict]
+
+    def failing(self) -> list[FindingRecord]:
+        """The clusters that fail the run: new ones (not known, not misuse, not duplicates)."""
+        return self.by_verdict("new")
+
+    def counts(self) -> str:
+        """e.g. '3 new, 2 known, 1 misuse' (clusters), for dashboards and summaries."""
+        parts = [
+            f"{len(self.by_verdict(v))} {v}"
+            for v in ("new", "known", "misuse", "duplicate")
+            if v == "new" or self.by_verdict(v)
+        ]
+        return ", ".join(parts)
+
+    def mark_duplicate(self, rec: FindingRecord) -> None:
+        """Two clusters that shrank to one minimal schedule are one bug: the one shrunk first
+        stays, the other is marked its duplicate. So is a cluster that shrank to another one's
+        race (its minimal schedule fails as that cluster), whatever threads its steps are on.
+        Either way the simpler schedule becomes the bug's reproducer (`adopt`)."""
+        for dup in list(self.findings.values()):  # its duplicates, shrunk before it was
+            if dup.duplicate_of == rec.cluster:
+                self.adopt(dup)  # also when its own shrink did not reproduce
+        if rec.minimal is None:
+            return
+        if self._same_bug(rec):
+            self.adopt(rec)
+
+    def _same_bug(self, rec: FindingRecord) -> bool:
+        """Mark `rec` a duplicate when it is one (see `mark_duplicate`); True when it was."""
+        assert rec.minimal is not None
+        if rec.shrunk_to not in (None, rec.cluster):
+            other = self.findings.get(rec.shrunk_to)
+            if other is not None and other.duplicate_of is None:
+                rec.duplicate_of = other.cluster
+                rec.state += f", shrank to the race of '{other.cluster}'"
+                return True
+        mine = _story(rec.minimal)
+        for other in list(self.findings.values()):
+            if other is rec or other.minimal is None or other.duplicate_of is not None:
+                continue
+            same_kind = bool(other.finding.misuse) == bool(rec.finding.misuse)
+            if same_kind and _story(other.minimal) & mine:
+                rec.duplicate_of = other.cluster
+                rec.state += f", same minimal schedule as '{other.cluster}'"
+                return True
+        return False
+
+    def adopt(self, dup: FindingRecord) -> None:
+        """A duplicate's minimal schedule reproduces the bug of the cluster it repeats. When it is
+        the better reproducer (`preference`) than that cluster's own, or that one has none,
+        it becomes that cluster's minimal schedule and bundle, as Hypothesis keeps the simplest
+        example of each distinct failure whichever shrink found it: the shrink of
+        `[create || create]; [run || run]` may end at 8 steps while its bystander's ends at 5."""
+        primary = self.findings.get(dup.duplicate_of or "")
+        if primary is None or primary.state == "shrinking" or not reproducer(dup):
+            return
+        if reproducer(primary) and _preference(primary) <= _preference(dup):
+            return
+        assert dup.minimal is not None and dup.reproduction is not None
+        primary.minimal, primary.reproduction, primary.bundle, primary.cut_short = (
+            dup.minimal,
+            dup.reproduction,
+            dup.bundle,
+            dup.cut_short,  # a fact of that bundle's shrink, as a restore would read it
+        )
+        k, n = dup.reproduction
+        primary.state = f"shrunk, reproduced {k}/{n} (the minimal schedule of '{dup.cluster}')"
+
+
+def reproducer(rec: FindingRecord) -> bool:
+    """Whether `rec` has a bundled minimal schedule with its measured rate."""
+    return rec.minimal is not None and rec.reproduction is not None and rec.bundle is not None
+
+
+# A reproducer failing at least this often shows the bug in 10 runs of its repro.py 19 times
+# in 20; one failing 1 run in 10 leaves a bug ticket's reader unsure it reproduced at all.
+DEPENDABLE_RATE = 0.25
+
+
+def dependable(reproduction: tuple[int, int]) -> bool:
+    k, n = reproduction
+    return k >= DEPENDABLE_RATE * n > 0
+
+
+def preference(minimal: Schedule, reproduction: tuple[int, int]) -> tuple[bool, int, float]:
+    """Smaller is the better reproducer: a dependable rate first, then fewer steps, then a
+    higher rate. On the H200 'copy+run' took a bystander's 4 steps failing 2 runs in 20 over
+    another's 6 failing 15 in 18; a ticket needs the one that fails."""
+    k, n = reproduction
+    return not dependable(reproduction), len(minimal.steps), -k / max(n, 1)
+
+
+def _preference(rec: FindingRecord) -> tuple[bool, int, float]:
+    assert rec.minimal is not None and rec.reproduction is not None
+    return preference(rec.minimal, rec.reproduction)
+
+
+def _story(schedule: Schedule) -> set[str]:
+    """A minimal schedule in every renaming of its profiles onto each other (for two
+    profiles, as written and swapped). Two clusters whose minimal schedules differ only in which
+    profile plays which role are one bug seen from both sides, e.g. a copy misrouted from
+    backend A to B and from B to A."""
+    names = sorted(schedule.profiles())
+    out = set()
+    for order in itertools.permutations(names):
+        rename = dict(zip(names, order, strict=True))
+        steps = [
+            replace(s, profile=rename.get(s.profile or "")) if s.profile else s
+            for s in schedule.steps
+        ]
+        out.add(dumps(Schedule(schedule.threads, tuple(steps))))
+    return out
+
+
+class AloneUnderOverlap:
+    """Under overlap clustering, a symptom whose baseline says it fails alone (an EP limit,
+    deterministic whatever overlapped before it) stays in the first cluster it opened, instead
+    of opening one per overlap shape it happens to follow. Written by baseline tasks (worker
+    threads: one dict store), read when results are recorded."""
+
+    def __init__(self) -> None:
+        self._shape: dict[str, str] = {}  # symptom cluster key -> the overlap shape it keeps
+
+    def learn(self, rec: FindingRecord) -> None:
+        """Take in a cluster's baseline verdict; a cluster that fails alone with a symptom
+        another cluster already holds (opened before that one's baseline ended) is marked its
+        duplicate."""
+        finding = rec.finding
+        if finding.origin != ALONE:
+            return
+        # Its shape may be "": it opened a symptom cluster.
+        shape = self._shape.setdefault(finding.symptom, finding.overlap)
+        if shape != finding.overlap and rec.duplicate_of is None:
+            rec.duplicate_of = replace(finding, overlap=shape).cluster
+            rec.state += f", fails alone as '{rec.duplicate_of}' does"
+
+    def route(self, finding: Finding) -> Finding:
+        if not finding.overlap:
+            return finding
+        shape = self._shape.get(finding.symptom, finding.overlap)
+        return finding if shape == finding.overlap else replace(finding, overlap=shape)

@@ -1,0 +1,363 @@
+"""`racefuzz run`: the campaign a user points at an EP and leaves for some minutes.
+
+Wires the pieces together: target and corpus in, `Campaign` plus dashboard under one trio
+nursery, results written at the end whatever ended it (deadline or Ctrl-C), exit 1 when
+anything was found. Shrinking and ticket bundles hook in through `shrink_hook`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from racefuzz.campaign import dashboard, known_issues, results
+from racefuzz.campaign import store as campaign_store
+from racefuzz.campaign.config import CampaignConfig
+from racefuzz.campaign.disk_reserve import Reserve
+from racefuzz.campaign.loop import Campaign, ShrinkHook
+from racefuzz.campaign.state import FindingRecord, preference, reproducer
+from racefuzz.errors import BUG_EXIT, RacefuzzError, report_internal
+from racefuzz.execute import executor
+from racefuzz.execute.executor import Launcher
+from racefuzz.judge.baseline import Baselines
+from racefuzz.judge.outcome import RunResult
+from racefuzz.report.bundle import create_folder
+from racefuzz.schedule import contract
+from racefuzz.schedule.json_io import load_many
+from racefuzz.schedule.model import Schedule
+from racefuzz.shrink import result as shrink_result
+from racefuzz.shrink.command import shrink_to_bundle
+from racefuzz.shrink.runs import shows
+from racefuzz.targets.model import Target
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "schedules"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seconds", type=float, default=60.0, help="how long to fuzz")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers in parallel")
+    p.add_argument(
+        "--strategy", default="portfolio", help="portfolio, random, pct, swarm or mutate"
+    )
+    p.add_argument("--corpus", type=Path, default=None, help="seed schedules (default schedules/)")
+    p.add_argument("--no-corpus", action="store_true", help="start from nothing")
+    p.add_argument("--out", type=Path, default=Path("reports"), help="where results go")
+    p.add_argument("--resume", type=Path, default=None, help="continue a campaign folder")
+    p.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
+    p.add_argument("--no-dashboard", action="store_true", help="plain log lines")
+    p.add_argument("--no-shrink", action="store_true", help="keep found schedules as found")
+    p.add_argument(
+        "--shrink-only",
+        action="store_true",
+        help="with --resume: no fuzzing, finish the shrinks the campaign left, on every job",
+    )
+    p.add_argument(
+        "--shrink-parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help="a shrink's replays N at a time: a GPU race may need the load (workers: jobs x N)",
+    )
+    p.add_argument(
+        "--shrink-budget",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds per shrink, replays included (default: scaled to the cost of a run)",
+    )
+    p.add_argument("--max-steps", type=int, default=24)
+    p.add_argument("--max-rss-mb", type=float, default=4096.0, help="worker memory ceiling")
+    p.add_argument("--no-lifecycle", action="store_true", help="never unregister mid-schedule")
+    p.add_argument(
+        "--allow-misuse",
+        action="store_true",
+        help="also generate schedules outside ORT's API contract (findings labelled misuse)",
+    )
+    p.add_argument(
+        "--known", type=Path, default=None, help="known-issues file: its clusters do not fail"
+    )
+    p.add_argument(
+        "--write-known",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="add this campaign's clusters to a known-issues file",
+    )
+    p.add_argument(
+        "--spawn", action="store_true", help="start each worker fresh (no zygote fork fast path)"
+    )
+
+
+def _corpus(args: argparse.Namespace, target: Target) -> list[Schedule]:
+    if args.no_corpus:
+        return []
+    folder = args.corpus or DEFAULT_CORPUS
+    if args.corpus is None and not folder.is_dir():
+        return []  # an installed racefuzz without the source tree's schedules/
+    found = [s for _, s in load_many(folder) if target.applies(s)]
+    if args.allow_misuse:
+        return found
+    # Outside ORT's contract: not run unless asked for, like generated ones.
+    return [s for s in found if contract.is_legal(s, target.library_of)]
+
+
+def _campaign_dir(args: argparse.Namespace, target: Target) -> Path:
+    if args.resume is not None:
+        if not args.resume.is_dir():
+            raise RacefuzzError(f"cannot resume '{args.resume}': no such campaign folder")
+        resumed: Path = args.resume
+        return resumed
+    stamp = time.strftime("%Y-%m-%d-%H%M%S")
+    name = target.name.replace(":", "-").replace(",", "-")
+    try:
+        return create_folder(args.out, f"{stamp}-{name}")
+    except OSError as e:
+        raise RacefuzzError(
+            f"cannot write results under --out '{args.out}': {e.strerror}"
+        ) from None
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every bad value is one line before anything runs, never a traceback mid-campaign."""
+    for flag, value in (
+        ("--seconds", args.seconds),
+        ("--step-timeout", args.step_timeout),
+        ("--max-rss-mb", args.max_rss_mb),
+        ("--shrink-budget", args.shrink_budget),
+    ):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise RacefuzzError(f"{flag} must be a positive number, not {value}")
+    if args.shrink_only and (args.resume is None or args.no_shrink):
+        raise RacefuzzError("--shrink-only finishes a campaign's shrinks: it needs --resume DIR")
+    if args.jobs < 1 or args.max_steps < 1 or args.shrink_parallel < 1:
+        raise RacefuzzError("--jobs, --max-steps and --shrink-parallel must be at least 1")
+    cores = os.cpu_count() or 1
+    if args.jobs > 4 * cores:
+        print(
+            f"racefuzz: warning: --jobs {args.jobs} on {cores} cores: workers will starve each "
+            "other, and step timeouts may then be hangs of racefuzz's own making",
+            file=sys.stderr,
+        )
+    if args.out.exists() and not args.out.is_dir():
+        raise RacefuzzError(f"--out '{args.out}' is a file, not a folder")
+    if args.junit is not None:
+        folder = args.junit.parent
+        if args.junit.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise RacefuzzError(f"cannot write --junit '{args.junit}': not a writable file path")
+
+
+def make_shrink_hook(
+    target: Target,
+    spec: str,
+    options: executor.RunOptions,
+    budget: float | None,
+    root: Path,
+    note: Callable[[str], None] = lambda line: None,
+    parallel: int = 1,
+) -> ShrinkHook:
+    """What a campaign does with a new cluster: shrink its smallest member to a bundle.
+
+    Without a `budget`, each shrink gets `shrink_result.budget_for` the cost of the failing
+    run, so a slow GPU run gets proportionally more time, and a rare failure's larger checks
+    more again (`stretch_budget`); a given budget too small for that is said.
+    """
+
+    def hook(
+        record: FindingRecord, schedule: Schedule, failing: RunResult, launcher: Launcher | None
+    ) -> None:
+        run_s = max(failing.seconds, 1e-3)
+        given = budget is not None
+        seconds = budget if budget is not None else shrink_result.budget_for(run_s)
+        if given and seconds < 60 * run_s:
+            note(
+                f"shrink budget {seconds:.0f} s allows only ~{seconds / run_s:.0f} runs at "
+                f"{run_s:.1f} s a run: raise --shrink-budget (or leave it out to scale it)"
+            )
+        result, bundle = shrink_to_bundle(
+            target,
+            spec,
+            schedule,
+            record.finding,
+            failing,
+            root,
+            options=options,
+            budget_s=seconds,
+            stretch_budget=not given,
+            launcher=launcher,
+            best_path=record.best_path,
+            found=record.smallest,
+            parallel=parallel,
+        )
+        k, n = result.reproduction
+        if reproducer(record):
+            # Shrinking again (going on from a cut, or for a more dependable reproducer): a
+            # flaky miss or a worse result must not lose the reproducer the cluster has.
+            assert record.minimal is not None and record.reproduction is not None
+            old = preference(record.minimal, record.reproduction)
+            same = result.final == record.minimal  # then the newer shrink's facts stand
+            if not result.confirmed or (not same and preference(result.final, (k, n)) > old):
+                shutil.rmtree(bundle, ignore_errors=True)
+                was = "shrunk, reproduced {}/{}; ".format(*record.reproduction)
+                got = f"{len(result.final.steps)} steps" if result.confirmed else "none reproduced"
+                got += f", {k}/{n}"
+                record.state = was + f"shrinking it again found no better reproducer ({got})"
+                return
+        record.reproduction = (k, n)
+        record.bundle = bundle
+        if result.confirmed:
+            record.minimal = result.final
+            failed = result.last_failure.findings if result.last_failure else ()
+            record.shrunk_to = next((f.cluster for f in failed if shows(result.signature, f)), None)
+            record.cut_short = result.stopped == "budget"
+            cut = ", its budget ran out before it was 1-minimal" if record.cut_short else ""
+            record.state = f"shrunk, reproduced {k}/{n}{cut}"
+        elif n == 0:  # the budget went on measuring the original: nothing was replayed
+            record.state = "not reproduced (its budget ran out before any replay)"
+        else:
+            record.state = f"not reproduced ({k}/{n})"
+
+    return hook
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    """Ctrl-C, possibly wrapped in trio's exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        _, rest = error.split(KeyboardInterrupt)
+        return rest is None
+    return isinstance(error, KeyboardInterrupt)
+
+
+def run_command(args: argparse.Namespace, target: Target) -> int:
+    check_arguments(args)
+    known_issues_found = (
+        known_issues.load(args.known, target.name) if args.known is not None else frozenset()
+    )
+    corpus = _corpus(args, target)
+    folder = _campaign_dir(args, target)
+    try:
+        reserve = Reserve(folder)
+    except RacefuzzError:
+        if args.resume is None:
+            shutil.rmtree(folder, ignore_errors=True)  # no empty folder after a failed start
+        raise
+    restored: list[FindingRecord] = []
+    if args.resume is not None:
+        restored = campaign_store.restore(folder)
+        corpus += campaign_store.corpus(folder)
+    options = executor.RunOptions(
+        step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
+    )
+    config = CampaignConfig(
+        seconds=args.seconds,
+        jobs=args.jobs,
+        seed=args.seed,
+        strategy=args.strategy,
+        corpus=tuple(corpus),
+        step_timeout=args.step_timeout,
+        max_rss_mb=args.max_rss_mb,
+        shrink=not args.no_shrink,
+        max_steps=args.max_steps,
+        zygote=not args.spawn,
+        lifecycle=not args.no_lifecycle,
+        allow_misuse=args.allow_misuse,
+        known_issues=known_issues_found,
+        fuzz=not args.shrink_only,
+    )
+
+    def run_one(s: Schedule) -> RunResult:
+        return executor.run(target, s, options)
+
+    campaign = Campaign(target, config, folder, Baselines(target, run_one), None, restored)
+    if args.resume is not None:
+        campaign.state.earlier = campaign_store.totals(folder)
+    campaign.reserve = reserve
+    campaign.shrink_hook = make_shrink_hook(
+        target,
+        args.target,
+        options,
+        args.shrink_budget,
+        folder,
+        campaign.note,
+        args.shrink_parallel,
+    )
+    header: dict[str, Any] = {
+        "target": target.name,
+        "target_spec": args.target,
+        "seed": args.seed,
+        "jobs": args.jobs,
+        "seconds": args.seconds,
+        "strategy": args.strategy,
+        "allow_misuse": args.allow_misuse,
+        "known_issues": str(args.known) if args.known else None,
+    }
+    live = not args.no_dashboard and dashboard.is_terminal()
+    campaign.persist = lambda: results.write_all(campaign.state, folder, header, None)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dashboard.show, campaign.state, f"racefuzz {args.target}", live)
+            await campaign.run()
+            nursery.cancel_scope.cancel()
+
+    def stop(signum: int, frame: object) -> None:
+        # Ctrl-C and SIGTERM (what CI timeouts send) stop the campaign the way its deadline
+        # does, wherever they land; a second Ctrl-C is the impatient user's: raise at once.
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if campaign.state.interrupted and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        campaign.request_stop(name)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:  # from here on, whatever ends the campaign, the summary is written
+        print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
+        trio.run(main)
+    except BaseException as e:
+        if not _is_interrupt(e):
+            raise
+        campaign.state.interrupted = True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        reserve.release()  # its room is the summary's, on a disk the campaign filled
+        try:
+            results.write_all(campaign.state, folder, header, args.junit)
+        except OSError as e:
+            campaign.write_error = campaign.write_error or str(e.strerror)
+            written = False
+        else:
+            written = True
+    state = campaign.state
+    if campaign.write_error:
+        where = f"what it found is in {folder / 'summary.md'}" if written else "no summary"
+        raise RacefuzzError(
+            f"cannot write under '{folder}': {campaign.write_error}; the campaign stopped after "
+            f"{state.elapsed():.0f} s with {len(state.findings)} cluster(s), {where}"
+        )
+    if args.write_known is not None:
+        added = known_issues.write(
+            args.write_known, target.name, [r.finding for r in state.findings.values()]
+        )
+        print(f"racefuzz: {added} cluster(s) added to {args.write_known}", flush=True)
+    print(
+        f"racefuzz: {state.schedules} schedules in {state.elapsed():.0f} s, "
+        f"clusters: {state.counts()}; summary: {folder / 'summary.md'}",
+        flush=True,
+    )
+    hint = results.shrink_hint(list(state.findings.values()), folder)
+    if hint:
+        print(f"racefuzz: {hint.replace('`', '')}", flush=True)
+    if state.internal_errors:
+        for text in state.internal_errors:
+            report_internal(text)
+        return BUG_EXIT
+    return 1 if state.failing() else 0

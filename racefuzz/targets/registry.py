@@ -1,0 +1,37 @@
+"""Finding a target by name: the built-in ones first, then the `[targets.<name>]` tables of a
+racefuzz.toml. It sits above the target model, the built-ins and the config reader, so that none
+of them has to import another back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from racefuzz.errors import RacefuzzError
+from racefuzz.targets import builtin as builtin_targets
+from racefuzz.targets.config import Reader
+from racefuzz.targets.model import BUILTIN_TARGETS, DEFAULT_CONFIG, Target, is_builtin
+
+
+def load_target(spec: str, config: Path | None = None) -> Target:
+    """A built-in target by name, else the `[targets.<spec>]` table of the config."""
+    if config is not None and not config.is_file():
+        raise RacefuzzError(f"cannot read config '{config}': no such file")
+    if is_builtin(spec):
+        return builtin_targets.load(spec)
+    path = config if config is not None else Path(DEFAULT_CONFIG)
+    if config is None and not path.is_file():
+        raise _unknown_target(spec, f"no {DEFAULT_CONFIG} in the current folder")
+    reader = Reader(path)
+    targets = reader.targets()
+    for name in targets:
+        if is_builtin(name):
+            reader.fail(f"targets.{name}", f"'{name}' is a built-in target; pick another name")
+    if spec not in targets:
+        defined = ", ".join(targets) or "none"
+        raise _unknown_target(spec, f"{reader.label} defines: {defined}")
+    return reader.target(spec, targets[spec])
+
+
+def _unknown_target(spec: str, config_part: str) -> RacefuzzError:
+    builtins = "testbed[asan|tsan][:B1,..,B17], " + ", ".join(BUILTIN_TARGETS[1:])
+    return RacefuzzError(f"unknown target '{spec}' (built-in: {builtins}; {config_part})")
