@@ -27,12 +27,12 @@ import trio
 from bench.time_to_bug import BUGS, Bug, target
 from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.loop import Campaign
+from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.execute import executor
 from racefuzz.execute.zygote_pool import ZygoteLauncher
 from racefuzz.judge.outcome import Finding
 from racefuzz.schedule.json_io import load
 from racefuzz.schedule.model import Op, Schedule, Step
-from racefuzz.shrink.command import shrink_to_bundle
 
 PROFILES = ("dml", "mgx")
 MAX_THREADS = 3

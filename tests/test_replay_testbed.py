@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from racefuzz.cli.replay import replay
 from racefuzz.execute import executor
+from racefuzz.execute.replay import replay
 from racefuzz.judge.baseline import ALONE, INTERLEAVING, Baselines
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.schedule.json_io import load, load_many

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_repro_script import _isolated_venv
 
+from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.execute import executor
 from racefuzz.schedule.model import Op, Schedule, Step
-from racefuzz.shrink.command import shrink_to_bundle
 from racefuzz.targets.registry import load_target
 
 S3 = Schedule(

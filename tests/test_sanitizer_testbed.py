@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.execute import executor
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report import bundle as bundles
 from racefuzz.schedule.model import Op, Schedule, Step
-from racefuzz.shrink.command import shrink_to_bundle
 from racefuzz.targets import sanitizer
 from racefuzz.targets.model import Target
 from racefuzz.targets.registry import load_target

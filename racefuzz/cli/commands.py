@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 from racefuzz.cache import cache_root
-from racefuzz.cli.replay import replay
 from racefuzz.errors import RacefuzzError
 from racefuzz.execute import executor
+from racefuzz.execute.replay import replay
 from racefuzz.judge.baseline import Baselines
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report import console as render
@@ -203,13 +203,13 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def shrink_command(args: argparse.Namespace) -> int:
-    from racefuzz.shrink.command import shrink_command as shrink
+    from racefuzz.cli.shrink_command import shrink_command as shrink
 
     return shrink(args, _target(args))
 
 
 def report_command(args: argparse.Namespace) -> int:
-    from racefuzz.shrink.command import report_command as report
+    from racefuzz.cli.shrink_command import report_command as report
 
     return report(args)
 

@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     shrink = sub.add_parser("shrink", help="shrink a failing schedule to a ticket bundle")
     _add_target(shrink)
     _add_run_options(shrink)
-    from racefuzz.shrink.command import add_arguments as add_shrink_arguments
+    from racefuzz.cli.shrink_command import add_arguments as add_shrink_arguments
 
     add_shrink_arguments(shrink)
 

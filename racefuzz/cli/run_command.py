@@ -26,6 +26,7 @@ from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
 from racefuzz.campaign.loop import Campaign, ShrinkHook
 from racefuzz.campaign.state import FindingRecord, preference, reproducer
+from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.errors import BUG_EXIT, RacefuzzError, report_internal
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
@@ -36,7 +37,6 @@ from racefuzz.schedule import contract
 from racefuzz.schedule.json_io import load_many
 from racefuzz.schedule.model import Schedule
 from racefuzz.shrink import result as shrink_result
-from racefuzz.shrink.command import shrink_to_bundle
 from racefuzz.shrink.runs import shows
 from racefuzz.targets.model import Target
 

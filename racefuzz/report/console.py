@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from racefuzz.cli.replay import ReplaySummary
+from racefuzz.execute.replay import ReplaySummary
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.schedule.model import Schedule
 
