@@ -161,7 +161,8 @@ def finding_of(step: Mapping[str, Any], outcome: Mapping[str, Any]) -> dict[str,
 
 
 def _child(job: Mapping[str, Any], out: IO[str]) -> None:
-    from racefuzz.worker.ops import Profile, Runtime  # imports onnxruntime: child only
+    from racefuzz.worker.base import Profile  # imports onnxruntime: child only
+    from racefuzz.worker.ops import Runtime
 
     profiles = {n: Profile.from_json(n, d) for n, d in job["profiles"].items()}
     runtime = Runtime(job["libraries"], profiles, job["models"], int(job["seed"]))
@@ -182,7 +183,7 @@ def _child(job: Mapping[str, Any], out: IO[str]) -> None:
                 out.write(json.dumps({"ev": "finding", "ops": sum(done), **found}) + "\n")
                 out.flush()
 
-    report({"op": "register", "profile": ""}, runtime.step(0, {"op": "register"}))
+    report({"op": "register", "profile": ""}, runtime.step(0, {"op": "register"}).to_json())
     deadline = time.monotonic() + float(job["seconds"])
 
     def hammer(k: int) -> None:
@@ -192,7 +193,7 @@ def _child(job: Mapping[str, Any], out: IO[str]) -> None:
             if step is None:
                 time.sleep(0.001)
                 continue
-            outcome = runtime.step(next(counter), step)
+            outcome = runtime.step(next(counter), step).to_json()
             pools.done(step, bool(outcome.get("ok")))
             done[k] += 1
             report(step, outcome)

@@ -77,6 +77,8 @@ struct FaultSwitch {
       fault = Fault::kHang;
     } else if (kind == "segv") {
       fault = Fault::kSegv;
+    } else if (kind == "leak") {
+      fault = Fault::kLeak;
     } else {
       std::fprintf(stderr, "racefuzz testbed: ignoring RACEFUZZ_TESTBED_FAULT=%s\n", raw);
     }

@@ -30,19 +30,24 @@ enum class Bug : int {
   kPerSessionPool = 15,      // B15: a session's blocks are valid only in that session's launches
   kFirstDeviceLatched = 16,  // B16: the first CreateEp's device is used by every later session
   kPerThreadStream = 17,     // B17: a launch goes to the calling thread's stream, not the kernel's
+  // Not seed behaviours: one defect that many ops reach, for racefuzz's own preflight and dedup.
+  kProgramsFreedOnLastRelease = 18,  // B18: the last ReleaseEp frees what the next CreateEp uses
+  kPoolIndexLatched = 19,            // B19: the block check's pool index exists for one backend only
+  kReleaseDestroysContext = 20,      // B20: any ReleaseEp destroys its backend's shared context
 };
 
-inline constexpr int kBugCount = 17;
+inline constexpr int kBugCount = 20;
 
 bool Enabled(Bug bug);
 
 // "B1,B3" style list of the switches in force, for logs.
 std::string EnabledList();
 
-// Not a seed behaviour: RACEFUZZ_TESTBED_FAULT=hang:<profile> or segv:<profile> makes every
-// Compute on that backend block forever or dereference null. It exists so that racefuzz's own
-// crash and hang handling is tested against a real native hang and a real SIGSEGV.
-enum class Fault : int { kNone = 0, kHang, kSegv };
+// Not a seed behaviour: RACEFUZZ_TESTBED_FAULT=hang:<profile>, segv:<profile> or leak:<profile>
+// makes every Compute on that backend block forever, dereference null or keep 64 MiB it never
+// frees. It exists so that racefuzz's own crash, hang and leak handling is tested against a
+// real native hang, a real SIGSEGV and real memory growth.
+enum class Fault : int { kNone = 0, kHang, kSegv, kLeak };
 Fault FaultFor(const char* backend_name);
 
 }  // namespace testbed

@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "bugs.h"
+#include "shared_checks.h"
 #include "status.h"
 
 namespace testbed {
@@ -46,6 +47,8 @@ int LabelOf(const OrtValue* value) {
 // One device operand, labelled or launched on `device`: its block must still be in a live pool
 // (B14) and in that device's.
 OrtStatus* CheckBlock(const Backend& backend, const void* p, int device) {
+  shared::FindPool(backend, p);                     // B19
+  RETURN_IF_ERROR(shared::CheckContext(backend));  // B20
   const Home home = Of(p);
   if (home.retired) return RetiredPool(backend);
   if (home.device >= 0 && home.device != device) return WrongDevice(backend);

@@ -1,6 +1,7 @@
 #include "ep.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -297,6 +298,12 @@ OrtStatus* TestbedEp::Compute(const std::shared_ptr<const Program>& program, Ort
     case Fault::kSegv: {  // a real invalid access, not raise(): what a broken EP really does
       volatile int* null_pointer = nullptr;
       *null_pointer = 1;
+      break;
+    }
+    case Fault::kLeak: {  // memory that is touched and never freed: the leak oracle's target
+      constexpr size_t kLeaked = size_t{64} << 20;
+      auto* block = static_cast<volatile char*>(std::malloc(kLeaked));
+      for (size_t i = 0; block != nullptr && i < kLeaked; i += 4096) block[i] = 1;
       break;
     }
     case Fault::kNone:

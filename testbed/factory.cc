@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "data_transfer.h"
 #include "devices.h"
 #include "ep.h"
+#include "shared_checks.h"
 #include "status.h"
 #include "stream.h"
 
@@ -76,6 +79,43 @@ thread_local SessionBinding t_binding;
 thread_local std::unordered_map<int64_t, Backend*> t_session_backends;  // B5 only
 std::atomic<int64_t> g_last_session{0};    // session ids: 1, 2, 3... in CreateEp order, per process
 std::atomic<uint64_t> g_last_generation{0};
+
+// B18: the compiled programs every session of the process shares, counted by session.
+struct SharedPrograms {
+  std::atomic<int> sessions{0};
+};
+std::atomic<SharedPrograms*> g_programs{nullptr};
+std::atomic<bool> g_programs_built{false};
+std::mutex g_programs_mutex;
+
+// B18 (not a seed behaviour): the shared programs are built by the first CreateEp and freed by the
+// ReleaseEp of the last session, but the "built" flag stays set, so the next CreateEp uses the
+// freed object. The pointer is nulled, so what would be a use-after-free is a certain SIGSEGV.
+void ProgramsUsed() {
+  std::lock_guard<std::mutex> lock(g_programs_mutex);
+  if (!g_programs_built.exchange(true)) g_programs.store(new SharedPrograms);
+  g_programs.load()->sessions.fetch_add(1);  // null after the last release: SIGSEGV
+}
+
+void ProgramsDropped() {
+  std::lock_guard<std::mutex> lock(g_programs_mutex);
+  SharedPrograms* programs = g_programs.load();
+  if (programs != nullptr && programs->sessions.fetch_sub(1) == 1) {
+    g_programs.store(nullptr);
+    delete programs;
+  }
+}
+
+// RACEFUZZ_TESTBED_HARDWARE=npu (read once) reports the virtual devices as NPUs while their memory
+// stays GPU memory: an EP whose tensors live on a device of another type than its hardware device,
+// so outputs must be bound by the memory's device, never the hardware's. Not a bug switch.
+OrtHardwareDeviceType HardwareType() {
+  static const OrtHardwareDeviceType type = [] {
+    const char* raw = std::getenv("RACEFUZZ_TESTBED_HARDWARE");
+    return raw != nullptr && std::string(raw) == "npu" ? OrtHardwareDeviceType_NPU : OrtHardwareDeviceType_GPU;
+  }();
+  return type;
+}
 
 }  // namespace
 
@@ -181,7 +221,7 @@ OrtStatus* ORT_API_CALL TestbedFactory::GetSupportedDevicesImpl(OrtEpFactory* th
   // Virtual GPUs of our own, so the EP runs on machines without one; created once.
   while (self->hardware_devices_.size() < static_cast<size_t>(devices::kDeviceCount)) {
     OrtHardwareDevice* device = nullptr;
-    RETURN_IF_ERROR(EpApi().CreateHardwareDevice(OrtHardwareDeviceType_GPU, kVendorId,
+    RETURN_IF_ERROR(EpApi().CreateHardwareDevice(HardwareType(), kVendorId,
                                                  static_cast<uint32_t>(self->hardware_devices_.size()), "racefuzz",
                                                  nullptr, &device));
     self->hardware_devices_.push_back(device);
@@ -241,6 +281,8 @@ OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, int d
     backend = seen.backend;
     allocator_backend = seen.allocator_backend;
   }
+  if (Enabled(Bug::kProgramsFreedOnLastRelease)) ProgramsUsed();
+  shared::SessionCreated(backend);  // B20: a new context for the backend
   t_binding = SessionBinding{generation_, session, backend, allocator_backend};
   if (Enabled(Bug::kThreadLocalSlot)) t_session_backends[session] = backend;
   auto* created = new TestbedEp(*this, backend, allocator_backend, session);
@@ -269,6 +311,8 @@ void ORT_API_CALL TestbedFactory::ReleaseEpImpl(OrtEpFactory* this_ptr, OrtEp* e
   // so the next CreateEp reads the freed object while counting peers. The count feeds only
   // diagnostics, so outputs stay right; AddressSanitizer reports a heap-use-after-free.
   if (!Enabled(Bug::kUseAfterRelease)) static_cast<TestbedFactory*>(this_ptr)->Forget(doomed);
+  if (Enabled(Bug::kProgramsFreedOnLastRelease)) ProgramsDropped();
+  shared::SessionReleased(doomed->backend());  // B20: destroys the backend's shared context
   delete doomed;  // last: the EP's destructor may drop the factory's final reference
 }
 

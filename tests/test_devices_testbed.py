@@ -64,7 +64,8 @@ def test_the_fixed_testbed_feeds_across_sessions_and_devices(testbed_library: Pa
     assert found(result) == set(), result.findings
     checks = {o.step: o.check for o in result.outcomes}
     assert [checks[i] for i in (4, 5, 6, 8, 11)] == ["ok"] * 5, result.outcomes
-    assert result.outcomes[12].detail.startswith("skipped: s5 is another EP configuration")
+    skipped = result.outcomes[12]
+    assert skipped.skipped == "unfit" and skipped.detail == "s5 is another EP configuration"
 
 
 def test_b15_rejects_a_peer_sessions_output_only_when_fed(testbed_library: Path) -> None:

@@ -44,6 +44,13 @@ def test_doctor_on_ort_s_own_cpu_ep_needs_no_library() -> None:
     proc = doctor("cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "CPUExecutionProvider" in proc.stdout
+    # Its memory is host memory: `share` has nothing to replace, and doctor says so, not that
+    # an earlier step failed.
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("│ cpu")]
+    assert rows and all(
+        line.rstrip(" │").endswith("skipped (the EP computes in host memory)") for line in rows
+    ), rows
+    assert "earlier step failed" not in proc.stdout
 
 
 def test_doctor_says_skipped_not_ok_for_the_steps_after_a_failed_create(
@@ -66,6 +73,7 @@ def test_doctor_says_skipped_not_ok_for_the_steps_after_a_failed_create(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (row,) = [line for line in proc.stdout.splitlines() if line.startswith("│ p ")]
     assert "error" in row and row.count("skipped") == 2 and " ok " not in row, row
+    assert row.count("(an earlier step") == 2, row  # run and run_bound: no s1 (cells wrap)
 
 
 def nxrt_config(tmp_path: Path, models: str) -> Path:

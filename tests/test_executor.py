@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from racefuzz.errors import InternalError
 from racefuzz.execute import executor, native_stack
 from racefuzz.execute.zygote_pool import ZygoteLauncher, available
 from racefuzz.judge.outcome import Exit, RunResult
@@ -181,3 +182,29 @@ def test_replay_goes_on_with_the_next_schedule_after_a_crash(
     assert proc.returncode == 1, proc.stderr
     assert "fault: FINDINGS" in proc.stdout and "b_clean: clean" in proc.stdout
     assert "2 schedule(s) replayed x1, 1 with findings" in proc.stdout
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["spawn", "zygote"])
+def test_racefuzz_s_own_failure_after_steps_ran_is_an_internal_error_not_a_crash(
+    testbed_library: Path, fast: bool
+) -> None:
+    # The second run fails as a racefuzz bug (RACEFUZZ_SELFTEST_INTERNAL), on thread 1, after
+    # five steps finished: the worker says so and exits 70, which must not read as the EP's.
+    target = load_target("testbed").with_env(RACEFUZZ_SELFTEST_INTERNAL="run")
+    schedule = Schedule(
+        2,
+        (
+            Step(0, Op.REGISTER),
+            Step(0, Op.CREATE, session="s1", profile="dml", model="tiny"),
+            Step(0, Op.RUN_BOUND, session="s1"),
+            Step(0, Op.COPY, profile="dml"),
+            Step(1, Op.TERMINATE, session="s1"),
+            Step(1, Op.RUN, session="s1"),
+            Step(0, Op.RUN_BOUND, session="s1"),
+        ),
+        "internal",
+    )
+    with pytest.raises(InternalError) as raised:
+        run_on(fast, target, schedule)
+    assert "KeyError: \"RACEFUZZ_SELFTEST_INTERNAL asked this 'run'" in str(raised.value)
+    assert "ops.py" in str(raised.value)  # the worker's traceback, of racefuzz's own frames

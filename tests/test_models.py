@@ -193,7 +193,7 @@ def test_size_rank_puts_builtins_in_order_then_user_models_by_size(tmp_path: Pat
 def test_a_worker_using_cached_builtins_never_imports_onnx() -> None:
     models.model_path("mlp")
     code = (
-        "import sys; from racefuzz import models\n"
+        "import sys; from racefuzz.targets import models\n"
         "models.model_path('mlp'); models.random_inputs(models.input_specs('mlp'), 0)\n"
         "assert 'onnx' not in sys.modules and 'onnxruntime' not in sys.modules, 'imported'\n"
     )

@@ -164,14 +164,16 @@ def test_shrinking_renames_peers_drops_them_with_their_create_and_drops_modes(
 # --- a whole new op, as a diff ----------------------------------------------------------------
 
 
-def test_a_new_op_is_one_table_entry_one_handler_and_the_readme(tmp_path: Path) -> None:
+def test_a_new_op_is_one_table_entry_one_handler_and_the_op_list_in_the_docs(
+    tmp_path: Path,
+) -> None:
     diff = NEW_OP.read_text(encoding="utf-8")
     touched = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", diff, re.M)))
-    assert touched == ["README.md", "racefuzz/schedule/op_table.py", "racefuzz/worker/ops.py"]
+    assert touched == ["docs/ops.md", "racefuzz/schedule/op_table.py", "racefuzz/worker/ops.py"]
     shutil.copytree(
         ROOT / "racefuzz", tmp_path / "racefuzz", ignore=shutil.ignore_patterns("__pycache__")
     )
-    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
     subprocess.run(["git", "apply", str(NEW_OP)], cwd=tmp_path, check=True)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run(

@@ -18,6 +18,7 @@ import pytest
 
 from racefuzz.errors import RacefuzzError
 from racefuzz.execute import executor
+from racefuzz.execute.executor import RunOptions
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.report import bundle as bundles
 from racefuzz.report import envinfo, run_json
@@ -197,11 +198,22 @@ def test_the_seed_of_the_failing_run_reaches_the_commands_and_repro(
 ) -> None:
     run, finding = failing
     folder = bundles.write_bundle(
-        tmp_path, finding, MINIMAL, MINIMAL, run, TARGET, "ghost-cpu", (1, 1), seed=7
+        tmp_path,
+        finding,
+        MINIMAL,
+        MINIMAL,
+        run,
+        TARGET,
+        "ghost-cpu",
+        (1, 1),
+        limits=RunOptions(seed=7, step_timeout=5.0, max_rss_mb=900.0),
     )
     text = (folder / "report.md").read_text()
     assert "schedule.json --config racefuzz.toml --target ghost-cpu --times 20 --seed 7\n" in text
-    assert "\nSEED = 7\n" in (folder / "repro.py").read_text()
+    script = (folder / "repro.py").read_text()
+    assert "\nSEED = 7\n" in script
+    # and so do the limits its runs were held to: a leak is a run past the campaign's ceiling
+    assert "\nSTEP_TIMEOUT = 5.0\n" in script and "\nMAX_RSS_MB = 900.0  #" in script
 
 
 def test_folders_created_at_once_by_many_threads_are_all_distinct(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ fails inside a real worker, through the nxrt-ep-cpu plugin library or ORT alone.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import os
 import runpy
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from racefuzz.execute import executor
 from racefuzz.judge.outcome import Finding
-from racefuzz.report.repro_parts import literal
+from racefuzz.report.repro_parts import JUDGE_MODULES, literal
 from racefuzz.report.repro_script import repro_source
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets import models
@@ -39,6 +40,7 @@ GHOST_NXRT = Target(
     ("tiny",),
     env={"RACEFUZZ_REPRO_PROBE": "from-target"},
 )
+BY_OVERLAP = replace(GHOST_NXRT, cluster_by="overlap")
 FAILS = Schedule(
     2,
     (
@@ -127,16 +129,27 @@ def test_a_finding_that_does_not_reproduce_exits_0(tmp_path: Path, finding: Find
     ]
 
 
-def test_under_overlap_clustering_any_failure_after_the_group_reproduces(
+def test_under_overlap_clustering_the_same_failure_after_the_group_reproduces(
     tmp_path: Path, finding: Finding
 ) -> None:
     grouped = FAILS.with_steps(replace(s, group=1) if s.op is Op.CREATE else s for s in FAILS.steps)
-    # Found as a wrong value of a run; this replay fails differently, after the same overlap.
-    other = replace(finding, kind="zeroed", op="run", message="output N", overlap="create")
-    proc = _run(_write(tmp_path, grouped, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
-    assert proc.returncode == 1, proc.stderr
+    found = replace(finding, overlap="create")
+    proc = _run(_write(tmp_path, grouped, found, BY_OVERLAP), str(LIBRARY), "--times", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-2].startswith("replay 1/1: REPRODUCED: error at step 2")
     assert "(after the create overlap)" in proc.stdout
+
+
+def test_under_overlap_clustering_another_failure_after_the_group_does_not_reproduce(
+    tmp_path: Path, finding: Finding
+) -> None:
+    # Found as a wrong value of a run; this replay fails otherwise after the same overlap: the
+    # webgpu shrink that counted such failures drifted onto another cluster's symptom.
+    grouped = FAILS.with_steps(replace(s, group=1) if s.op is Op.CREATE else s for s in FAILS.steps)
+    other = replace(finding, kind="zeroed", op="run", message="output N", overlap="create")
+    proc = _run(_write(tmp_path, grouped, other, BY_OVERLAP), str(LIBRARY), "--times", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "replay 1/1: not reproduced: something else: error at step 2" in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -153,8 +166,8 @@ def test_under_overlap_clustering_a_failure_outside_the_findings_race_does_not_r
     tmp_path: Path, finding: Finding, grouped: Op, overlap: str
 ) -> None:
     steps = FAILS.with_steps(replace(s, group=1) if s.op is grouped else s for s in FAILS.steps)
-    other = replace(finding, kind="zeroed", op="run", message="output N", overlap=overlap)
-    proc = _run(_write(tmp_path, steps, other, GHOST_NXRT), str(LIBRARY), "--times", "1")
+    other = replace(finding, overlap=overlap)
+    proc = _run(_write(tmp_path, steps, other, BY_OVERLAP), str(LIBRARY), "--times", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "replay 1/1: not reproduced: something else: error at step 2" in proc.stdout
 
@@ -223,16 +236,24 @@ def test_the_target_env_applies_only_where_the_caller_left_it_unset(script: Path
 def test_the_script_embeds_racefuzz_own_worker_code_unchanged(script: Path) -> None:
     ns = runpy.run_path(str(script), run_name="repro")
     assert ns["OPS_SOURCE"] == inspect.getsource(ops)
+    judge = ns["JUDGE_SOURCES"]
+    assert list(judge) == list(JUDGE_MODULES)
+    assert all(judge[n] == inspect.getsource(importlib.import_module(n)) for n in judge)
     assert ns["SEQUENCER_SOURCE"] == inspect.getsource(sequencer)
     assert ns["LIBRARIES"] == ["nxrt"]
     assert set(ns["PROFILES"]) == {"ghost", "nxrt"}
 
 
-def test_the_script_is_valid_python_3_10() -> None:
+def test_the_script_is_valid_python_3_10(tmp_path: Path) -> None:
     blobs = {"tiny": models.model_bytes("tiny")}
     finding = Finding("error", "create", 'a "quoted" \\ message', ("ghost",), 2, "raw")
     source = repro_source(FAILS, finding, GHOST_NXRT, blobs)
     ast.parse(source, feature_version=(3, 10))
+    # and so is each module it embeds (racefuzz itself needs 3.11)
+    ns = runpy.run_path(str(_write(tmp_path, FAILS, finding, GHOST_NXRT)))
+    sources = [*ns["JUDGE_SOURCES"].values(), ns["OPS_SOURCE"], ns["WORKER_SOURCE"]]
+    for text in sources:
+        ast.parse(text, feature_version=(3, 10))
 
 
 @given(st.text())

@@ -175,3 +175,61 @@ def test_b4_trace_shows_the_allocation_served_by_the_other_backend(
     assert allocs
     assert allocs[0]["backend"] == "mgx"
     assert allocs[0]["session_backend"] == "dml"
+
+
+# --- B18..B20: one defect each, reached through several orders and ops ------------------------
+
+CONTEXT_GONE = "RacefuzzTestbed: the device context was destroyed by a session release"
+ONE_DEFECT = ("B18", "B19", "B20")
+
+
+@pytest.mark.parametrize("scenario", ["release_then_create dml", "release_then_create mgx", "S9"])
+def test_b18_a_create_after_the_last_release_segfaults(
+    testbed_library: Path, mlp: Path, scenario: str
+) -> None:
+    result = run_scenario(testbed_library, mlp, *scenario.split(), bugs=["B18"])
+    assert (result.outcome, result.returncode) == ("crash", -11), result
+
+
+@pytest.mark.parametrize("scenario", ["S3", "second_backend_copies", "S9"])
+def test_b19_the_second_backend_to_touch_device_memory_segfaults(
+    testbed_library: Path, mlp: Path, scenario: str
+) -> None:
+    # Through a launch (S3: dml runs, then mgx) or an env-level copy (second_backend_copies).
+    result = run_scenario(testbed_library, mlp, scenario, bugs=["B19"])
+    assert (result.outcome, result.returncode) == ("crash", -11), result
+
+
+@pytest.mark.parametrize("profile", ["dml", "mgx"])
+@pytest.mark.parametrize("scenario", ["one_released_other_runs", "value_outlives_its_session"])
+def test_b20_a_release_fails_every_later_copy_and_launch_with_one_message(
+    testbed_library: Path, mlp: Path, scenario: str, profile: str
+) -> None:
+    result = run_scenario(testbed_library, mlp, scenario, profile, bugs=["B20"])
+    assert result.outcome == "error" and CONTEXT_GONE in result.message, result
+
+
+@pytest.mark.parametrize("profile", ["dml", "mgx"])
+@pytest.mark.parametrize("bug", ONE_DEFECT)
+def test_b18_to_b20_leave_one_session_alone_correct(
+    testbed_library: Path, mlp: Path, bug: str, profile: str
+) -> None:
+    result = run_scenario(testbed_library, mlp, "correctness", profile, bugs=[bug])
+    assert (result.outcome, result.message) == ("ok", ""), result
+
+
+@pytest.mark.parametrize(
+    ("bug", "scenario"),
+    [
+        ("B18", "S3"),  # no session is ever released
+        ("B18", "one_released_other_runs dml"),  # a release that is not the last
+        ("B19", "S2"),  # one backend only
+        ("B20", "S1"),  # a release, then a new session of the other backend
+        ("B20", "S9"),  # each release followed by a CreateEp before any copy
+    ],
+)
+def test_b18_to_b20_leave_the_orders_they_do_not_model_alone(
+    testbed_library: Path, mlp: Path, bug: str, scenario: str
+) -> None:
+    result = run_scenario(testbed_library, mlp, *scenario.split(), bugs=[bug])
+    assert (result.outcome, result.message) == ("ok", ""), result

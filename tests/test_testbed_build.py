@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
+from racefuzz.targets import builtin as builtin_targets
 from racefuzz.targets import testbed
 
 
@@ -108,7 +110,7 @@ def test_a_failed_build_reports_the_compiler_output(
 ) -> None:
     headers = cache_root() / "ort-headers" / "0.4.9" / "Headers"
     sources = tmp_path / "testbed"
-    shutil.copytree(Path(testbed.__file__).resolve().parent.parent / "testbed", sources)
+    shutil.copytree(Path(testbed.__file__).resolve().parents[2] / "testbed", sources)
     (sources / "entry.cc").write_text("this is not C++;\n")  # compiled first: fails fast
     cache = tmp_path / "cache"
     shutil.copytree(headers, cache / "ort-headers" / "0.4.9" / "Headers")
@@ -125,7 +127,7 @@ def test_a_failed_build_reports_the_compiler_output(
 
 def test_the_cache_key_follows_the_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sources = tmp_path / "testbed"
-    shutil.copytree(Path(testbed.__file__).resolve().parent.parent / "testbed", sources)
+    shutil.copytree(Path(testbed.__file__).resolve().parents[2] / "testbed", sources)
     monkeypatch.setattr(testbed, "_SOURCES", sources)
     before = testbed._source_key()
     (sources / "README.md").write_text("changed\n")
@@ -139,13 +141,16 @@ def test_the_cache_key_follows_the_sources(tmp_path: Path, monkeypatch: pytest.M
 def test_bug_env_names_the_switches_in_order() -> None:
     assert testbed.bug_env(["b3", "B1", "B3"]) == {"RACEFUZZ_TESTBED_BUGS": "B1,B3"}
     assert testbed.bug_env([]) == {"RACEFUZZ_TESTBED_BUGS": ""}
-    assert tuple(f"B{i}" for i in range(1, 18)) == testbed.BUGS
+    # Every switch the native sources number (`// Bn:` in bugs.h) is one the target accepts.
+    header = (Path(testbed.__file__).resolve().parents[2] / "testbed" / "bugs.h").read_text()
+    numbered = sorted({int(n) for n in re.findall(r"// B(\d+):", header)})
+    assert tuple(f"B{i}" for i in numbered) == builtin_targets.BUGS
 
 
 def test_bug_env_rejects_an_unknown_switch() -> None:
     with pytest.raises(
         RacefuzzError,
-        match=r"^unknown testbed bug 'B99' \(known: B1, B2, B3, .*, B9, B10, .*B17\)$",
+        match=r"^unknown testbed bug 'B99' \(known: B1, B2, B3, .*, B9, B10, .*B20\)$",
     ):
         testbed.bug_env(["B99"])
 

@@ -445,6 +445,48 @@ def lifecycle(h: Harness, profile: str) -> None:
     h.copy_roundtrip()
 
 
+def release_then_create(h: Harness, profile: str) -> None:
+    """B18: the only session released, then another created (the preflight probe's order)."""
+    h.register()
+    s = h.create(profile)
+    h.run(s)
+    del s
+    gc.collect()
+    h.run(h.create(profile))
+
+
+def second_backend_copies(h: Harness) -> None:
+    """B19 through an env-level copy: dml computes first, then a copy goes to mgx."""
+    h.register()
+    d = h.create("dml")
+    h.run(d)
+    m = h.create("mgx")
+    h.copy_roundtrip()
+    del d, m
+
+
+def one_released_other_runs(h: Harness, profile: str) -> None:
+    """B20: two sessions of one backend; the first released, the second run."""
+    h.register()
+    first = h.create(profile)
+    second = h.create(profile)
+    del first
+    gc.collect()
+    h.run(second)
+
+
+def value_outlives_its_session(h: Harness, profile: str) -> None:
+    """B20 through copies: a device value uploaded while a session lived, read after its release."""
+    h.register()
+    s = h.create(profile)
+    x = h.inputs()
+    value = h.upload(x)
+    del s
+    gc.collect()
+    if h.download(value).tobytes() != x.tobytes():
+        raise ScenarioFailure("mismatch", "the value read back differs from what was written")
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
     **SEED_SCENARIOS,
     "alone": alone,
@@ -456,6 +498,10 @@ SCENARIOS: dict[str, Callable[..., None]] = {
     "create_only": create_only,
     "env_copy_before_session": env_copy_before_session,
     "lifecycle": lifecycle,
+    "release_then_create": release_then_create,
+    "second_backend_copies": second_backend_copies,
+    "one_released_other_runs": one_released_other_runs,
+    "value_outlives_its_session": value_outlives_its_session,
 }
 
 

@@ -307,6 +307,7 @@ class Campaign:
             known=finding.cluster in self.config.known_issues,
         )
         self.state.findings[finding.cluster] = rec
+        self.state.open_duplicate(rec)
         # On disk first: whatever happens next (a baseline crash, Ctrl-C, SIGKILL), this is kept.
         self._writing(functools.partial(campaign_store.save_new, self.out_dir, rec, result))
         label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")

@@ -191,6 +191,8 @@ class CampaignState:
                 rec.duplicate_of = other.cluster
                 rec.state += f", shrank to the race of '{other.cluster}'"
                 return True
+        if rec.duplicate_of is not None:  # of one defect with another cluster, since it opened
+            return True
         mine = _story(rec.minimal)
         for other in list(self.findings.values()):
             if other is rec or other.minimal is None or other.duplicate_of is not None:
@@ -201,6 +203,26 @@ class CampaignState:
                 rec.state += f", same minimal schedule as '{other.cluster}'"
                 return True
         return False
+
+    def same_defect(self, finding: Finding) -> FindingRecord | None:
+        """The first cluster (itself no duplicate) of the defect `finding` shows, when another
+        cluster than its own holds it (`Finding.defect`): one crashing helper reached by run,
+        copy and feed is one bug, however many ops' clusters it opens."""
+        defect = finding.defect
+        if defect is None:
+            return None
+        for other in sorted(list(self.findings.values()), key=lambda r: r.first_seen_s):
+            distinct = other.duplicate_of is None and other.cluster != finding.cluster
+            if distinct and other.finding.defect == defect:
+                return other
+        return None
+
+    def open_duplicate(self, rec: FindingRecord) -> None:
+        """Mark a cluster just opened a duplicate when an earlier one holds its defect."""
+        other = self.same_defect(rec.finding)
+        if other is not None and rec.duplicate_of is None:
+            rec.duplicate_of = other.cluster
+            rec.state += f", the same defect as '{other.cluster}'"
 
     def adopt(self, dup: FindingRecord) -> None:
         """A duplicate's minimal schedule reproduces the bug of the cluster it repeats. When it is

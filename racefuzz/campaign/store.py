@@ -5,7 +5,8 @@ What is on disk, and when it is written:
   `<slug>.run.json`, the failing run of the cluster's smallest member (what shrinking starts
   from); `<slug>.smallest.json`; and the shrinker's best so far, `<slug>.min.json`;
 - `findings.json` and `summary.md`, rewritten whole whenever a cluster opens or a task ends, and
-  every few seconds (`results.write_all`);
+  every few seconds (`results.write_all`); findings.json's header holds the campaign's
+  options, which `--resume` keeps (`read_header`, `cli.resume_options`);
 - bundles, renamed into place whole (`bundle.write_bundle`).
 
 Every file is written aside and renamed, so a kill leaves old or new contents, never half. A kill
@@ -25,6 +26,8 @@ from typing import Any
 
 from racefuzz.atomic_file import write_text
 from racefuzz.campaign.state import FindingRecord, Totals, dependable
+from racefuzz.errors import RacefuzzError
+from racefuzz.judge.identity import ShrinkStop
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report.bundle import TMP_BUNDLE_PREFIX
 from racefuzz.report.run_json import finding_from_json, run_from_json, run_to_json
@@ -107,6 +110,26 @@ def header(root: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def read_header(root: Path) -> dict[str, Any]:
+    """What `--resume` continues from: {} when the folder has no findings.json yet (killed before
+    its first write). One that is there but damaged is an error, not a fresh start: the
+    resumed run would write over the clusters it lists."""
+    try:
+        data = json.loads((root / "findings.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise RacefuzzError(f"cannot resume '{root}': findings.json: {e.strerror}") from None
+    except ValueError:  # UnicodeDecodeError included
+        raise RacefuzzError(f"cannot resume '{root}': findings.json is not valid JSON") from None
+    if not isinstance(data, dict) or not isinstance(data.get("findings", []), list):
+        raise RacefuzzError(
+            f"cannot resume '{root}': its findings.json is not a campaign's (an object with "
+            "a 'findings' list)"
+        )
+    return data
+
+
 def totals(root: Path) -> Totals:
     """What the earlier runs of a campaign folder did in all (a folder written before totals
     were kept counts as one run of its schedules; its crashes and hangs are unknown)."""
@@ -179,7 +202,7 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
     rec.reproduction = (int(k), int(n))
     if confirmed(*rec.reproduction):
         rec.minimal = minimal
-        rec.cut_short = _stopped(bundle) == "budget"
+        rec.cut_short = _stopped(bundle) is ShrinkStop.BUDGET
         if listed is None:  # adopted: the run that wrote it was killed before listing it
             rec.state = f"shrunk, reproduced {k}/{n}"
     elif listed is None:
@@ -187,11 +210,11 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
     return rec
 
 
-def _stopped(bundle: Path) -> str | None:
-    """Why the shrink that wrote `bundle` stopped ("done", "stall", "budget"...), if it says."""
+def _stopped(bundle: Path) -> ShrinkStop | None:
+    """Why the shrink that wrote `bundle` stopped, if its bundle.json says."""
     try:
         stats = json.loads((bundle / "bundle.json").read_text(encoding="utf-8"))["shrink"]
-        return str(stats["stopped"])
+        return ShrinkStop(stats["stopped"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

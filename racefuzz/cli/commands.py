@@ -28,6 +28,7 @@ from racefuzz.schedule.op_table import SPECS
 from racefuzz.targets import preflight
 from racefuzz.targets.model import Profile, Target, describe
 from racefuzz.targets.registry import load_target
+from racefuzz.worker.protocol import Skip
 
 MIN_ORT = (1, 31)
 
@@ -117,8 +118,10 @@ def _cell(result: RunResult, step: int) -> str:
         return f"[red]{result.exit} ({result.signal or result.returncode})[/]"
     if not o.ok:
         return f"[red]error[/]: {o.message[-90:]}"
-    if o.detail.startswith("skipped"):
+    if o.skipped == Skip.MISSING:
         return "[yellow]skipped[/] (an earlier step failed)"
+    if o.skipped:  # the EP, the profile or this machine lacks what the op needs
+        return f"[yellow]skipped[/] ({o.detail})"
     if o.check is not None and o.check != "ok":
         return f"[red]{o.check}[/]"
     return "[green]ok[/]"
@@ -197,8 +200,10 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from racefuzz.cli.resume_options import settle
     from racefuzz.cli.run_command import run_command as run
 
+    settle(args)  # before the target loads: a resumed campaign's --config is its own
     return run(args, _target(args))
 
 

@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -26,11 +25,13 @@ from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
 from racefuzz.campaign.loop import Campaign, ShrinkHook
 from racefuzz.campaign.state import FindingRecord, preference, reproducer
+from racefuzz.cli import preflight_finding, resume_options
 from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.errors import BUG_EXIT, RacefuzzError, report_internal
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
 from racefuzz.judge.baseline import Baselines
+from racefuzz.judge.identity import ShrinkStop
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report.bundle import create_folder
 from racefuzz.schedule import contract
@@ -44,18 +45,29 @@ DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "schedules"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seconds", type=float, default=60.0, help="how long to fuzz")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers in parallel")
-    p.add_argument(
-        "--strategy", default="portfolio", help="portfolio, random, pct, swarm or mutate"
-    )
+    # The options a resume keeps default to None: given or not is told apart, and
+    # `resume_options.settle` fills in the campaign's value or the default.
+    p.set_defaults(step_timeout=None, seed=None)
+    p.add_argument("--seconds", type=float, default=None, help="how long to fuzz (60)")
+    p.add_argument("--jobs", type=int, default=None, help="workers in parallel (one a core)")
+    p.add_argument("--strategy", default=None, help="portfolio, random, pct, swarm or mutate")
     p.add_argument("--corpus", type=Path, default=None, help="seed schedules (default schedules/)")
     p.add_argument("--no-corpus", action="store_true", help="start from nothing")
     p.add_argument("--out", type=Path, default=Path("reports"), help="where results go")
-    p.add_argument("--resume", type=Path, default=None, help="continue a campaign folder")
+    p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        help="continue a campaign folder, with its options but those given again",
+    )
     p.add_argument("--junit", type=Path, default=None, help="also write JUnit XML here")
     p.add_argument("--no-dashboard", action="store_true", help="plain log lines")
-    p.add_argument("--no-shrink", action="store_true", help="keep found schedules as found")
+    p.add_argument(
+        "--shrink",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="shrink each new cluster to a ticket bundle (default; --no-shrink: keep as found)",
+    )
     p.add_argument(
         "--shrink-only",
         action="store_true",
@@ -64,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shrink-parallel",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
         help="a shrink's replays N at a time: a GPU race may need the load (workers: jobs x N)",
     )
@@ -75,12 +87,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds per shrink, replays included (default: scaled to the cost of a run)",
     )
-    p.add_argument("--max-steps", type=int, default=24)
-    p.add_argument("--max-rss-mb", type=float, default=4096.0, help="worker memory ceiling")
-    p.add_argument("--no-lifecycle", action="store_true", help="never unregister mid-schedule")
+    p.add_argument("--max-steps", type=int, default=None, help="most steps in a schedule (24)")
+    p.add_argument("--max-rss-mb", type=float, default=None, help="worker memory ceiling (4096)")
+    p.add_argument(
+        "--lifecycle",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="unregister and re-register mid-schedule (default; --no-lifecycle: never)",
+    )
     p.add_argument(
         "--allow-misuse",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="also generate schedules outside ORT's API contract (findings labelled misuse)",
     )
     p.add_argument(
@@ -94,7 +112,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="add this campaign's clusters to a known-issues file",
     )
     p.add_argument(
-        "--spawn", action="store_true", help="start each worker fresh (no zygote fork fast path)"
+        "--spawn",
+        dest="zygote",
+        action="store_false",
+        default=None,
+        help="start each worker fresh (no zygote fork fast path)",
+    )
+    p.add_argument(
+        "--zygote", action="store_true", default=None, help="fork workers (default; undoes --spawn)"
     )
 
 
@@ -137,7 +162,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     ):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise RacefuzzError(f"{flag} must be a positive number, not {value}")
-    if args.shrink_only and (args.resume is None or args.no_shrink):
+    if args.shrink_only and (args.resume is None or not args.shrink):
         raise RacefuzzError("--shrink-only finishes a campaign's shrinks: it needs --resume DIR")
     if args.jobs < 1 or args.max_steps < 1 or args.shrink_parallel < 1:
         raise RacefuzzError("--jobs, --max-steps and --shrink-parallel must be at least 1")
@@ -217,8 +242,11 @@ def make_shrink_hook(
         if result.confirmed:
             record.minimal = result.final
             failed = result.last_failure.findings if result.last_failure else ()
-            record.shrunk_to = next((f.cluster for f in failed if shows(result.signature, f)), None)
-            record.cut_short = result.stopped == "budget"
+            record.shrunk_to = next(
+                (f.cluster for f in failed if shows(result.signature, f, result.symptom or None)),
+                None,
+            )
+            record.cut_short = result.stopped is ShrinkStop.BUDGET
             cut = ", its budget ran out before it was 1-minimal" if record.cut_short else ""
             record.state = f"shrunk, reproduced {k}/{n}{cut}"
         elif n == 0:  # the budget went on measuring the original: nothing was replayed
@@ -239,9 +267,8 @@ def _is_interrupt(error: BaseException) -> bool:
 
 def run_command(args: argparse.Namespace, target: Target) -> int:
     check_arguments(args)
-    known_issues_found = (
-        known_issues.load(args.known, target.name) if args.known is not None else frozenset()
-    )
+    target = resume_options.finish(args, target)  # says what the command line overrode
+    known_issues_found = resume_options.known_clusters(args, target)
     corpus = _corpus(args, target)
     folder = _campaign_dir(args, target)
     try:
@@ -265,10 +292,10 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         corpus=tuple(corpus),
         step_timeout=args.step_timeout,
         max_rss_mb=args.max_rss_mb,
-        shrink=not args.no_shrink,
+        shrink=args.shrink,
         max_steps=args.max_steps,
-        zygote=not args.spawn,
-        lifecycle=not args.no_lifecycle,
+        zygote=args.zygote,
+        lifecycle=args.lifecycle,
         allow_misuse=args.allow_misuse,
         known_issues=known_issues_found,
         fuzz=not args.shrink_only,
@@ -290,16 +317,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         campaign.note,
         args.shrink_parallel,
     )
-    header: dict[str, Any] = {
-        "target": target.name,
-        "target_spec": args.target,
-        "seed": args.seed,
-        "jobs": args.jobs,
-        "seconds": args.seconds,
-        "strategy": args.strategy,
-        "allow_misuse": args.allow_misuse,
-        "known_issues": str(args.known) if args.known else None,
-    }
+    header = resume_options.header_fields(args, target, known_issues_found)
     live = not args.no_dashboard and dashboard.is_terminal()
     campaign.persist = lambda: results.write_all(campaign.state, folder, header, None)
 
@@ -320,6 +338,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:  # from here on, whatever ends the campaign, the summary is written
         print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
+        preflight_finding.record(campaign, target, options)  # a probe that crashed: a finding
         trio.run(main)
     except BaseException as e:
         if not _is_interrupt(e):

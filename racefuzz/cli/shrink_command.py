@@ -20,7 +20,8 @@ from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
 from racefuzz.execute.zygote_pool import ZygoteLauncher
 from racefuzz.execute.zygote_pool import available as zygote_available
-from racefuzz.judge.outcome import Finding, RunResult, shape_in
+from racefuzz.judge.identity import OVERLAP, ClusterKey
+from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.report import bundle
 from racefuzz.report import markdown as report
 from racefuzz.report.console import timeline
@@ -99,12 +100,16 @@ def shrink_to_bundle(
         on_progress=on_progress,
         best_path=best_path,
         parallel=parallel,
+        # Under overlap clustering the replays must fail as this finding did, not merely after
+        # an overlap: another cluster's failure is that cluster's evidence.
+        symptom=finding.symptom if finding.overlap else None,
     )
     # A shrink that blamed an earlier overlap group (`shrink._blame_earlier`) made a schedule of
     # that group's race: the bundle and its repro.py judge replays by that group's shape.
     shown = finding
     if finding.overlap and result.signature != finding.cluster:
-        shown = replace(finding, overlap=shape_in(result.signature) or finding.overlap)
+        key = ClusterKey.parse(result.signature)
+        shown = replace(finding, overlap=key.op if key.kind == OVERLAP else finding.overlap)
     folder = bundle.write_bundle(
         root,
         shown,
@@ -115,7 +120,7 @@ def shrink_to_bundle(
         spec,
         result.reproduction,
         shrink_stats(schedule, result),
-        seed=options.seed,
+        limits=options,
     )
     return result, folder
 

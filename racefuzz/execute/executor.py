@@ -8,8 +8,10 @@ from a pre-initialised process); supervision is the same either way.
 
 The parent enforces a per-step timeout (no event for that long while a step is in flight is a
 hang), a per-schedule timeout, and a memory ceiling. Crashes, hangs and the ceiling become
-`RunResult`s; nothing the EP does raises here (racefuzz's own failure in the worker raises
-`InternalError`). Findings are attached by `oracles.judge`.
+`RunResult`s; nothing the EP does raises here. racefuzz's own failure in the worker raises
+`InternalError`, however many steps had finished: the worker says so (an `internal` event, or a
+step result carrying `internal`); an exit code alone never does, since an EP may exit with any.
+Findings are attached by `oracles.judge`.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ import contextlib
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -34,14 +35,14 @@ import psutil
 
 from racefuzz.errors import InternalError
 from racefuzz.execute import native_build, native_stack
-from racefuzz.judge import oracles, sanitizer_report
-from racefuzz.judge.outcome import Check, Exit, RunResult, StepOutcome
+from racefuzz.judge import ending, oracles
+from racefuzz.judge.ending import Watch
+from racefuzz.judge.outcome import RunResult
 from racefuzz.schedule.json_io import to_json_obj
 from racefuzz.schedule.model import Schedule
 from racefuzz.schedule.op_table import Op
 from racefuzz.targets import models, sanitizer
 from racefuzz.targets.model import Target
-from racefuzz.worker import WORKER_BUG_EXIT
 from racefuzz.worker.native_trace import TRACER_ENV
 
 _DETACH: dict[str, Any] = (
@@ -49,8 +50,6 @@ _DETACH: dict[str, Any] = (
     if sys.platform == "win32"
     else {"start_new_session": True}
 )
-GRACE_S = 1.5  # after a step timeout: time for faulthandler's dump to reach stderr
-STDERR_TAIL = 20_000
 
 
 @dataclass(frozen=True)
@@ -145,20 +144,6 @@ def _pump(stream: IO[bytes], q: queue.Queue[dict[str, Any] | None]) -> None:
     q.put(None)
 
 
-# Signals that come from outside a process (`kill`, a terminal, a CI timeout, the OOM killer),
-# never from an EP's own fault; racefuzz's own kills (hang, memory) are known when it sends them.
-OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-
-
-def _signal_name(returncode: int | None) -> str | None:
-    if returncode is None or returncode >= 0:
-        return None
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
 # How much of a worker's stderr is read: all of it up to the cap, else its head (where a crash's
 # stacks begin) and its tail. Two threads faulting at once can make faulthandler print "Fatal
 # Python error" until the stack runs out: megabytes, in every finding and bundle.
@@ -185,9 +170,7 @@ def read_capped(path: Path) -> str:
 def extract_stacks(stderr: str) -> str:
     """The crash tracer's native frames (named) and faulthandler's part of stderr (fatal
     signal or watchdog dump), or ''."""
-    marks = (native_stack.HEADER, "Fatal Python error", "Timeout (", "Thread 0x")
-    found = [s for s in (stderr.find(m) for m in marks) if s >= 0]
-    return native_stack.symbolize(stderr[min(found) :]) if found else ""
+    return native_stack.symbolize(part) if (part := ending.stack_part(stderr)) else ""
 
 
 def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
@@ -284,18 +267,15 @@ def run(
         trace: tuple[dict[str, Any], ...] = ()
         if trace_path is not None and trace_path.exists():
             trace = tuple(_read_jsonl(trace_path))
-    if result.exit is Exit.CRASH and result.returncode == WORKER_BUG_EXIT and not result.outcomes:
-        # The worker died of its own failure before it could even report one.
-        raise InternalError(
-            f"the worker exited {WORKER_BUG_EXIT} before any step:\n{stderr[-4000:]}"
-        )
-    result = replace(
-        result,
-        stderr_tail=stderr[-STDERR_TAIL:],
-        stacks=extract_stacks(stderr),
-        trace=trace,
-        sanitizer_reports=sanitizer_report.extract(stderr),
-    )
+    return told(target, result, stderr, trace)
+
+
+def told(
+    target: Target, result: RunResult, stderr: str, trace: tuple[dict[str, Any], ...]
+) -> RunResult:
+    """A watched run (`ending.Watch.result`) with what its worker wrote, judged against
+    `target`: repro.py's `verdict` does the same with the same modules."""
+    result = ending.with_output(result, stderr, extract_stacks(stderr), trace)
     by_overlap = target.cluster_by == "overlap"
     return oracles.judge(result, target.library_of, ep_modules(target), by_overlap)
 
@@ -317,84 +297,37 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _supervise(launched: Launched, schedule: Schedule, options: RunOptions, t0: float) -> RunResult:
-    events = launched.events
-    outcomes: dict[int, StepOutcome] = {}
-    in_flight: set[int] = set()
-    ended = False
-    exit_kind: Exit | None = None
-    internal = ""
-    last_event = time.monotonic()
-    peak_rss = 0.0
+    """Watch the worker to its end (killing it at a limit) and tell the run (`ending.Watch`)."""
+    watch = Watch(schedule, options.step_timeout, options.schedule_timeout, options.max_rss_mb, t0)
     try:
         ps: psutil.Process | None = psutil.Process(launched.pid)
     except psutil.Error:
         ps = None
     while True:
         try:
-            ev = events.get(timeout=0.25)
+            ev = launched.events.get(timeout=0.25)
         except queue.Empty:
-            now = time.monotonic()
-            if ps is not None:
-                with contextlib.suppress(psutil.Error):
-                    peak_rss = max(peak_rss, ps.memory_info().rss / 2**20)
-            if peak_rss > options.max_rss_mb:
-                exit_kind = Exit.LEAK
-            elif (
-                now - last_event > options.step_timeout + GRACE_S
-                or now - t0 > options.schedule_timeout
-            ):
-                exit_kind = Exit.HANG
-            if exit_kind is not None:
-                kill_tree(launched.pid)
-                break
-            continue
+            ev = {}  # none for a while: time to check the limits
         if ev is None:
             break
-        last_event = time.monotonic()
-        if ps is not None and ev.get("ev") == "done":  # short runs never reach the idle poll
-            with contextlib.suppress(psutil.Error):
-                peak_rss = max(peak_rss, ps.memory_info().rss / 2**20)
-        kind = ev.get("ev")
-        if kind == "start":
-            in_flight.add(int(ev["step"]))
-        elif kind == "done":
-            i = int(ev["step"])
-            in_flight.discard(i)
-            check = ev.get("check")
-            outcomes[i] = StepOutcome(
-                step=i,
-                ok=bool(ev.get("ok")),
-                message=str(ev.get("message", "")),
-                check=Check(check) if check else None,
-                detail=str(ev.get("detail", "")),
-                ms=float(ev.get("ms", 0.0)),
-            )
-            if ev.get("internal"):
-                internal = str(ev["internal"])
-        elif kind == "internal":
-            internal = str(ev.get("traceback", ""))
-        elif kind == "end":
-            ended = True
+        if ev:
+            watch.event(ev, time.monotonic())
+        if (not ev or ev.get("ev") == "done") and watch.limit(time.monotonic(), _rss_mb(ps)):
+            kill_tree(launched.pid)
+            break
     returncode = launched.wait(10)
     if returncode is None:
         kill_tree(launched.pid)
         returncode = launched.wait(10)
-    if internal:
-        raise InternalError(f"the worker's own code failed:\n{internal}")
-    if exit_kind is None:
-        if ended and returncode == 0:
-            exit_kind = Exit.CLEAN
-        elif returncode is not None and -returncode in OUTSIDE_SIGNALS:
-            exit_kind = Exit.KILLED
-        else:
-            exit_kind = Exit.CRASH
-    return RunResult(
-        schedule=schedule,
-        outcomes=tuple(outcomes[i] for i in sorted(outcomes)),
-        exit=exit_kind,
-        returncode=returncode,
-        signal=_signal_name(returncode) if exit_kind in (Exit.CRASH, Exit.KILLED) else None,
-        in_flight=tuple(sorted(in_flight)),
-        seconds=time.monotonic() - t0,
-        peak_rss_mb=round(peak_rss, 1),
-    )
+    if watch.internal:
+        raise InternalError(f"the worker's own code failed:\n{watch.internal}")
+    return watch.result(returncode, time.monotonic())
+
+
+def _rss_mb(ps: psutil.Process | None) -> float | None:
+    if ps is None:
+        return None
+    try:
+        return float(ps.memory_info().rss) / 2**20
+    except psutil.Error:
+        return None

@@ -18,8 +18,9 @@ import subprocess
 from pathlib import Path
 
 from racefuzz.execute import native_build
+from racefuzz.judge.oracles import NATIVE_HEADER
 
-HEADER = "Native stack of the faulting thread (most recent call first):"
+HEADER = NATIVE_HEADER  # what crashtrace.c prints first; the oracles read the frames after it
 _FRAME = re.compile(r"^  #(\d+) (\S+)\+0x([0-9a-f]+)(?: \((.*)\))?$", re.M)
 
 

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from racefuzz.judge import sanitizer_report
+from racefuzz.judge import identity, sanitizer_report
+from racefuzz.judge.identity import ClusterKey
 from racefuzz.judge.outcome import Check, Exit, Finding, RunResult
 from racefuzz.schedule import contract
 from racefuzz.schedule.model import Schedule
@@ -94,7 +95,7 @@ def step_findings(result: RunResult) -> list[Finding]:
     return out
 
 
-def exit_finding(result: RunResult) -> Finding | None:
+def exit_finding(result: RunResult, ep_modules: Sequence[str] = ()) -> Finding | None:
     if result.exit in (Exit.CLEAN, Exit.KILLED):
         return None
     steps = list(result.in_flight)
@@ -112,11 +113,38 @@ def exit_finding(result: RunResult) -> Finding | None:
             first,
             raw,
             crash_state=state,
+            frame=ep_frame(result.stacks, ep_modules),
         )
     kind = "hang" if result.exit is Exit.HANG else "leak"
     raw = f"{kind} during {_describe(sched, steps)}"
     message = "no progress" if kind == "hang" else "memory ceiling"
     return Finding(kind, _ops(sched, steps), message, _profiles(sched, steps), first, raw)
+
+
+NATIVE_HEADER = "Native stack of the faulting thread (most recent call first):"
+# A crash tracer frame, named by addr2line ("  #0 f(int) at a.cc (libep.so+0x12)") or not
+# ("  #0 /lib/libep.so+0x12 (nearest_symbol)").
+_NAMED_FRAME = re.compile(r"^  #\d+ (.+) \(([^()\s]+)\+0x[0-9a-f]+\)$")
+_RAW_FRAME = re.compile(r"^  #\d+ (\S+)\+0x([0-9a-f]+)(?: \((.*)\))?$")
+
+
+def ep_frame(stacks: str, ep_modules: Sequence[str]) -> str:
+    """The innermost frame of the faulting thread's native stack that lies in one of the EP
+    libraries `ep_modules` (file names), as a function name where addr2line named it, else the
+    library and offset (the same build gives the same offset); '' when none does."""
+    at = stacks.find(NATIVE_HEADER)
+    if at < 0 or not ep_modules:
+        return ""
+    for line in stacks[at:].splitlines()[1:]:
+        if not line.startswith("  #"):
+            break
+        named = _NAMED_FRAME.match(line)
+        if named is not None and named.group(2) in ep_modules:
+            return named.group(1)
+        raw = _RAW_FRAME.match(line)
+        if raw is not None and raw.group(1).rsplit("/", 1)[-1] in ep_modules:
+            return f"{raw.group(1).rsplit('/', 1)[-1]}+0x{raw.group(2)}"
+    return ""
 
 
 _CURRENT = re.compile(r"^Current thread [^\n]*\n((?:[ \t]+[^\n]*\n?)*)", re.M)
@@ -218,7 +246,7 @@ def judge(
     """
     found = step_findings(result)
     reports = sanitizer_findings(result, ep_modules)
-    crash = exit_finding(result)
+    crash = exit_finding(result, ep_modules)
     # The sanitizer's own exit after its report is not a second finding.
     if crash is not None and not (reports and result.returncode == sanitizer.EXIT_CODE):
         found.append(crash)
@@ -256,3 +284,16 @@ def overlap_shape(schedule: Schedule, step: int) -> str:
         kinds = {SPECS[s.op].race_kind for s in schedule.steps[start:stop]}
         shape = "+".join(sorted(kinds))
     return shape
+
+
+def evidence(findings: Sequence[Finding], cluster: str, symptom: str = "") -> Finding | None:
+    """The first of a judged run's findings that shows `cluster` again (a cluster key's text,
+    or a finding's whole signature), by `identity.shows`; `symptom` (a key's text, "" for
+    none) pins the failure an overlap cluster's runs must show. The one test by which the
+    shrinker, the campaign and repro.py count a run as a reproduction."""
+    wanted = ClusterKey.parse(cluster)
+    pinned = ClusterKey.parse(symptom) if symptom else None
+    for f in findings:
+        if cluster == f.signature or identity.shows(wanted, pinned, f.symptom_key, f.overlap):
+            return f
+    return None

@@ -9,11 +9,14 @@ reports.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
+from racefuzz.judge.identity import OVERLAP, ClusterKey
 from racefuzz.schedule.model import Schedule
+from racefuzz.worker.protocol import Skip
 
 
 class Check(StrEnum):
@@ -42,8 +45,50 @@ class StepOutcome:
     ok: bool
     message: str = ""  # the exception text when not ok
     check: Check | None = None  # None for steps that produce no data
-    detail: str = ""  # e.g. "max |diff| 3.2 at [0, 4]"
+    detail: str = ""  # e.g. "max |diff| 3.2 at [0, 4]", or why the step was skipped
     ms: float = 0.0
+    skipped: str = ""  # a `Skip` value (worker/protocol.py) when the step did not run, else ""
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> StepOutcome:
+        """An outcome as `asdict` wrote it (run.json). The one place old JSON is converted: in
+        a run.json of the previous release, which had no `skipped`, a skipped step's detail
+        reads "skipped: <reason>"; it loads as `skipped`, with the reason alone as detail."""
+        known = {f.name for f in fields(StepOutcome)}
+        o = {k: v for k, v in d.items() if k in known}
+        o["check"] = Check(o["check"]) if o.get("check") else None
+        detail = str(o.get("detail", ""))
+        reason = detail.removeprefix(_OLD_SKIPPED)
+        if "skipped" not in d and reason != detail:
+            o["detail"], o["skipped"] = reason, _old_skip(reason)
+        return StepOutcome(**o)
+
+
+_OLD_SKIPPED = "skipped: "
+
+
+def _old_skip(reason: str) -> str:
+    """The `Skip` of an old run.json's reason, by the words the worker wrote then."""
+    if reason.endswith(("was not created", "was not allocated", "was not made")):
+        return Skip.MISSING.value
+    if "no C compiler" in reason:
+        return Skip.NO_COMPILER.value
+    if reason.endswith(("is another EP configuration", "takes no output of it")):
+        return Skip.UNFIT.value
+    return Skip.UNSUPPORTED.value  # no streams, host memory, no pool thread for run_async
+
+
+# Shorter error messages ("Fail", "invalid argument") say too little to call two ops' errors
+# one defect.
+MIN_DEFECT_MESSAGE = 24
+# What is put before an EP's status by the call it failed in, not by the EP: the worker's
+# run_async callback ("RunAsync: "), onnxruntime's binding calls ("Error when bind input: ").
+_CALL_CONTEXT = re.compile(r"^(RunAsync|Error when bind (input|output)):\s*")
+
+
+def ep_words(message: str) -> str:
+    """A normalised error message without what the failing call put before the EP's status."""
+    return _CALL_CONTEXT.sub("", message)
 
 
 @dataclass(frozen=True)
@@ -71,6 +116,23 @@ class Finding:
     # Under a target's `cluster_by = "overlap"`: the kinds of call in the last overlap group at
     # or before the finding (e.g. "run", "copy+create"), its whole cluster identity; "" otherwise.
     overlap: str = ""
+    # For crashes: the innermost frame of the faulting thread's native stack inside an EP
+    # library (`oracles.ep_frame`), "" when unknown. Not part of the key: it tells which ops'
+    # clusters are one defect reached several ways (`defect`).
+    frame: str = ""
+
+    @property
+    def defect(self) -> tuple[str, ...] | None:
+        """What stays the same when one defect is reached through several ops, or None where
+        nothing does: a crash's signal and its innermost EP frame (one faulting helper behind
+        run, copy and feed), an error's EP message (one failing helper's status). Clusters of
+        one defect are duplicates of the first (`CampaignState`)."""
+        if self.kind == "crash" and self.frame:
+            return ("crash", self.message, self.frame, str(bool(self.misuse)))
+        words = ep_words(self.message)
+        if self.kind == "error" and len(words) >= MIN_DEFECT_MESSAGE:
+            return ("error", words, str(bool(self.misuse)))
+        return None
 
     @property
     def signature(self) -> str:
@@ -78,28 +140,36 @@ class Finding:
         return f"{self.kind}|{self.op}|{','.join(self.profiles)}|{self.message}"
 
     @property
-    def cluster(self) -> str:
+    def key(self) -> ClusterKey:
         """The root-cause identity findings are grouped by (as ClusterFuzz groups crashes by
         crash state): a crash by its signal and the faulting thread's state, a hang or leak by
         the ops in flight, anything else by kind, op and message; under overlap clustering, by
         the overlap group's shape alone. Profiles are left out: one bug shows on several
         profiles. A misuse never shares a cluster with an EP bug."""
+        misuse = bool(self.misuse)
         if self.overlap:
-            key = f"overlap|{self.overlap}"
-        elif self.kind == "crash":
-            key = f"crash|{self.message}|{self.crash_state or self.op}"
-        elif self.kind in ("asan", "tsan"):
-            key = f"{self.kind}|{self.message}"  # the report's type and EP frames say it all
-        elif self.kind in ("hang", "leak"):
-            key = f"{self.kind}|{self.op}"
-        else:
-            key = f"{self.kind}|{self.op}|{self.message}"
-        return f"misuse|{key}" if self.misuse else key
+            return ClusterKey(OVERLAP, op=self.overlap, misuse=misuse)
+        if self.kind == "crash":
+            return ClusterKey("crash", self.crash_state or self.op, self.message, misuse)
+        if self.kind in ("asan", "tsan"):  # the report's type and EP frames say it all
+            return ClusterKey(self.kind, message=self.message, misuse=misuse)
+        if self.kind in ("hang", "leak"):
+            return ClusterKey(self.kind, op=self.op, misuse=misuse)
+        return ClusterKey(self.kind, self.op, self.message, misuse)
+
+    @property
+    def cluster(self) -> str:
+        """`key` as stored in campaign folders, known-issues files and bundles."""
+        return str(self.key)
+
+    @property
+    def symptom_key(self) -> ClusterKey:
+        """The key this finding would have without overlap clustering."""
+        return replace(self, overlap="").key if self.overlap else self.key
 
     @property
     def symptom(self) -> str:
-        """The cluster this finding would have without overlap clustering."""
-        return replace(self, overlap="").cluster if self.overlap else self.cluster
+        return str(self.symptom_key)
 
     @property
     def slug(self) -> str:
@@ -145,12 +215,3 @@ class RunResult:
             if o.step == step:
                 return o
         return None
-
-
-def shape_in(key: str) -> str:
-    """The overlap group's shape in a cluster key under overlap clustering, "" in any other
-    key or signature: `overlap|copy+run` and `misuse|overlap|copy+run` give `copy+run`."""
-    for prefix in ("overlap|", "misuse|overlap|"):
-        if key.startswith(prefix):
-            return key.removeprefix(prefix)
-    return ""

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
+from racefuzz.execute.executor import RunOptions
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.report import envinfo
 from racefuzz.report.markdown import render
@@ -69,11 +70,10 @@ def write_bundle(
     reproduced: tuple[int, int],
     shrink_stats: Mapping[str, object] | None = None,
     *,
-    seed: int = 0,
+    limits: RunOptions | None = None,
 ) -> Path:
-    """Write the bundle for `finding` under `root`; returns its folder.
-
-    `seed` is the seed of the random inputs the failing run used (`RunOptions.seed`).
+    """Write the bundle for `finding` under `root`; returns its folder. `limits` are the runs'
+    options (the seed of their inputs, their timeouts and memory ceiling), which repro.py keeps.
     """
     date = datetime.date.today().isoformat()
 
@@ -87,7 +87,7 @@ def write_bundle(
             "version": BUNDLE_VERSION,
             "created": date,
             "target_spec": target_spec,
-            "seed": seed,
+            "seed": (limits or RunOptions()).seed,
             "target": target.to_json(),
             "shrink": None if shrink_stats is None else dict(shrink_stats),
         }
@@ -105,7 +105,7 @@ def write_bundle(
             (logs / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
         model_bytes = {m: models.model_bytes(m) for m in sorted(minimal.models())}
         version = env["racefuzz"] or ""
-        script = repro_source(minimal, finding, target, model_bytes, seed=seed, version=version)
+        script = repro_source(minimal, finding, target, model_bytes, limits=limits, version=version)
         (folder / "repro.py").write_text(script, encoding="utf-8")
         if target.sanitizer == "thread":  # repro.py's TSAN_OPTIONS name the copy beside it
             shutil.copyfile(sanitizer.SUPPRESSIONS, folder / SUPPRESSIONS_NAME)

@@ -48,8 +48,8 @@ def outcome_table(result: RunResult) -> Table:
         else:
             if not o.ok:
                 status = f"[red]error[/]: {o.message[:100]}"
-            elif o.detail.startswith("skipped"):
-                status = f"[dim]{o.detail}[/]"
+            elif o.skipped:
+                status = f"[dim]skipped: {o.detail}[/]"
             elif o.check is not None and o.check != "ok":
                 status = f"[red]{o.check}[/]: {o.detail}"
             else:

@@ -110,8 +110,8 @@ def _result_cell(run: RunResult, i: int) -> tuple[str, str]:
     if not o.ok:
         cut = "… (whole message below)" if len(o.message) > 160 else ""
         status = f"**error**: {markdown_cell(o.message[:160])}{cut}"
-    elif o.detail.startswith("skipped"):
-        status = markdown_cell(o.detail)
+    elif o.skipped:
+        status = markdown_cell(f"skipped: {o.detail}")
     elif o.check is not None and o.check is not Check.OK:
         status = f"**{o.check}**: {markdown_cell(o.detail)}"
     else:

@@ -1,5 +1,6 @@
 """Pieces of `repro.py` built from racefuzz's own code and data: Python literals of any text,
-the stand-alone source of `oracles.normalise`, the script's plain-text timeline and usage line.
+the sources of racefuzz's worker and judge it embeds, the script's plain-text timeline and usage
+line.
 
 Kept apart from the script's template (`repro_script`) so that each stays small; nothing here
 runs anything.
@@ -8,16 +9,25 @@ runs anything.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
-import re
 
 from racefuzz.execute import native_build
-from racefuzz.judge import oracles, sanitizer_report
 from racefuzz.schedule.model import Schedule
 from racefuzz.schedule.op_table import SPECS, Subject
 from racefuzz.targets import sanitizer
 from racefuzz.targets.model import Target
-from racefuzz.worker import env_api, handoff, lifeline, native_trace, ops, runs, sequencer
+from racefuzz.worker import (
+    base,
+    env_api,
+    handoff,
+    lifeline,
+    native_trace,
+    ops,
+    protocol,
+    runs,
+    sequencer,
+)
 from racefuzz.worker import main as worker_main
 
 SUPPRESSIONS_NAME = "tsan.supp"
@@ -32,18 +42,6 @@ def literal(text: str) -> str:
     except (SyntaxError, ValueError):
         pass  # e.g. the text holds ''' or ends with a quote or a backslash
     return repr(text)
-
-
-def normalise_source() -> str:
-    """`oracles.normalise` and the compiled patterns it reads, as a stand-alone module."""
-    lines = ["import re", ""]
-    for name in oracles.normalise.__code__.co_names:
-        value = getattr(oracles, name, None)
-        if isinstance(value, re.Pattern):
-            flags = value.flags & ~re.UNICODE
-            extra = f", {re.RegexFlag(flags)!r}" if flags else ""
-            lines.append(f"{name} = re.compile({value.pattern!r}{extra})")
-    return "\n".join(lines) + "\n\n\n" + inspect.getsource(oracles.normalise)
 
 
 def text_timeline(schedule: Schedule, failing_step: int | None = None) -> str:
@@ -92,11 +90,12 @@ def embedded_sources(native: bool) -> dict[str, str]:
     """The script's markers for racefuzz's own code it runs, as literals; `native`: also the C
     source of the API helper (`racefuzz/native/envapi.c`), which the script compiles."""
     modules = {
-        "SANITIZER_REPORT": sanitizer_report,
         "SEQUENCER": sequencer,
         "WORKER": worker_main,
         "LIFELINE": lifeline,
         "NATIVE_TRACE": native_trace,
+        "PROTOCOL": protocol,
+        "BASE": base,
         "OPS": ops,
         "HANDOFF": handoff,
         "RUNS": runs,
@@ -106,3 +105,29 @@ def embedded_sources(native: bool) -> dict[str, str]:
     c_source = (native_build.NATIVE_DIR / "envapi.c").read_text(encoding="utf-8") if native else ""
     out["ENVAPI_C"] = literal(c_source)
     return out
+
+
+# The modules `oracles.judge`, `oracles.evidence` and `ending.Watch` need (all stdlib-only), each
+# after what it imports: repro.py loads them in this order under these names.
+JUDGE_MODULES = (
+    "racefuzz.errors",
+    "racefuzz.atomic_file",
+    "racefuzz.schedule.op_table",
+    "racefuzz.schedule.prefix",
+    "racefuzz.schedule.rules",
+    "racefuzz.schedule.model",
+    "racefuzz.schedule.contract",
+    "racefuzz.schedule.json_io",
+    "racefuzz.targets.sanitizer",
+    "racefuzz.judge.sanitizer_report",
+    "racefuzz.worker.protocol",
+    "racefuzz.judge.identity",
+    "racefuzz.judge.outcome",
+    "racefuzz.judge.oracles",
+    "racefuzz.judge.ending",
+)
+
+
+def judge_sources() -> list[tuple[str, str]]:
+    """(module name, source) of each module of racefuzz's judge, in `JUDGE_MODULES` order."""
+    return [(name, inspect.getsource(importlib.import_module(name))) for name in JUDGE_MODULES]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, fields
 from typing import Any
 
-from racefuzz.judge.outcome import Check, Exit, Finding, RunResult, StepOutcome
+from racefuzz.judge.outcome import Exit, Finding, RunResult, StepOutcome
 from racefuzz.schedule.json_io import from_json_obj, to_json_obj
 
 
@@ -30,10 +30,9 @@ def finding_from_json(d: Mapping[str, Any]) -> Finding:
 
 def run_from_json(d: Mapping[str, Any], stderr_tail: str = "") -> RunResult:
     known = {f.name for f in fields(RunResult)}
-    outcomes = [{**o, "check": Check(o["check"]) if o["check"] else None} for o in d["outcomes"]]
     converted = {
         "schedule": from_json_obj(d["schedule"], "failing_run.json"),
-        "outcomes": tuple(StepOutcome(**o) for o in outcomes),
+        "outcomes": tuple(StepOutcome.from_json(o) for o in d["outcomes"]),
         "exit": Exit(d["exit"]),
         "in_flight": tuple(d.get("in_flight", ())),
         "trace": tuple(d.get("trace", ())),

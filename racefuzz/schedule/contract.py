@@ -17,6 +17,9 @@ The rules, from `onnxruntime_c_api.h` (ORT 1.31):
   looks them up afresh for every step, and `problems()` already forbids using a library's
   devices while it is not registered or while a step of the same overlap group unregisters it.
 
+The first rule is checked by `racefuzz.schedule.rules` (`unregister-in-use` of its contract set),
+the one walk that generation, replay and shrinking check schedules with.
+
 Everything else a schedule can express (concurrent session creation, runs of one session from
 several threads, copies beside runs) is allowed by ORT's documentation: sessions and
 `CopyTensors` are documented as thread-safe, so a failure there is the EP's.
@@ -24,13 +27,12 @@ several threads, copies beside runs) is allowed by ORT's documentation: sessions
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from racefuzz.schedule.model import Schedule
-from racefuzz.schedule.op_table import LIVE_KINDS, SPECS, Effect, Subject
+from racefuzz.schedule.rules import LibraryOf, Rules, RuleSet, check_schedule
 
-LibraryOf = Callable[[str], "str | None"]
+__all__ = ["LibraryOf"]  # re-exported: the type of `library_of`, for callers passing one on
 
 
 @dataclass(frozen=True)
@@ -39,50 +41,15 @@ class Breach:
     rule: str  # one line, e.g. "unregister of nxrt while session s1 (nxrt) is alive"
 
 
-def needs(key: str, library: str | None) -> bool:
-    """Whether something on `library` depends on the registration `key` ("*": every library)."""
-    return library is not None and (key == "*" or library in (key, "*"))
-
-
 def breaches(schedule: Schedule, library_of: LibraryOf | None = None) -> list[Breach]:
     """Every step that breaks ORT's contract, in order; [] for a legal schedule.
 
     `library_of` maps a profile to its EP library (None: ORT's own EP, which no unregister
-    touches). Without it every profile is taken to need the library.
+    touches). Without it every profile is taken to need the library. The rules are
+    `racefuzz.schedule.rules`' contract set; `Finding.misuse` stores `step N: <rule>`.
     """
-
-    def lib(profile: str) -> str | None:
-        return library_of(profile) if library_of is not None else "*"
-
-    alive: dict[tuple[str, str], str] = {}  # (kind, name) -> profile
-    # Steps of an overlap group run in any order: a release beside an unregister may come
-    # after it, so a grouped unregister is judged against what was alive when the group began.
-    at_group_start: dict[tuple[str, str], str] = {}
-    out: list[Breach] = []
-    for i, s in enumerate(schedule.steps):
-        if s.group is not None and (i == 0 or schedule.steps[i - 1].group != s.group):
-            at_group_start = dict(alive)
-        spec = SPECS[s.op]
-        subject = getattr(s, spec.subject.value) if spec.subject in LIVE_KINDS else None
-        if subject and spec.effect is Effect.MAKES:
-            made_on = schedule.step_profile(i)
-            if made_on:
-                alive[(spec.subject.value, subject)] = made_on
-        elif subject and spec.effect is Effect.ENDS:
-            alive.pop((spec.subject.value, subject), None)
-        elif spec.subject is Subject.LIBRARY and spec.effect is Effect.ENDS:
-            key = s.library or "*"
-            users = [
-                f"{kind} {name} ({profile})"
-                for (kind, name), profile in (
-                    alive | at_group_start if s.group is not None else alive
-                ).items()
-                if needs(key, lib(profile))
-            ]
-            if users:
-                what = "every library" if key == "*" else key
-                out.append(Breach(i, f"unregister of {what} while {', '.join(users)} alive"))
-    return out
+    found = check_schedule(schedule, RuleSet(Rules.CONTRACT, library_of))
+    return [Breach(p.step, p.detail) for p in found if p.step is not None]
 
 
 def first_breach(schedule: Schedule, library_of: LibraryOf | None = None) -> Breach | None:

@@ -25,6 +25,7 @@ from racefuzz.schedule.model import (
     Step,
     problems,
 )
+from racefuzz.schedule.rules import LibraryOf
 
 
 def to_json_obj(schedule: Schedule) -> dict[str, Any]:
@@ -62,8 +63,11 @@ def dumps(schedule: Schedule) -> str:
     return "\n".join(lines) + "\n"
 
 
-def from_json_obj(obj: object, source: str = "schedule") -> Schedule:
-    """Decode and validate; every problem is a one-line `ScheduleError` naming `source`."""
+def from_json_obj(
+    obj: object, source: str = "schedule", library_of: LibraryOf | None = None
+) -> Schedule:
+    """Decode and validate (`library_of` as for `problems`: a step of ORT's own EP needs no
+    registered library); every problem is a one-line `ScheduleError` naming `source`."""
     if not isinstance(obj, dict):
         raise ScheduleError(f"{source}: expected a JSON object")
     version = obj.get("version")
@@ -90,7 +94,7 @@ def from_json_obj(obj: object, source: str = "schedule") -> Schedule:
     if not isinstance(name, str) or not isinstance(description, str):
         raise ScheduleError(f"{source}: 'name' and 'description' must be strings")
     schedule = Schedule(threads=threads, steps=steps, name=name, description=description)
-    found = problems(schedule)
+    found = problems(schedule, library_of)
     if found:
         raise ScheduleError(f"{source}: {found[0]}")
     return schedule

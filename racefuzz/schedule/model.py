@@ -9,8 +9,9 @@ just before it runs; it is recorded here so that a jittered run replays too.
 Schedules are serialised as versioned JSON a person can read and edit. Decoding is strict: an
 unknown version, an unknown field, op or mode, or an ill-formed order (a `run` before its
 `create`) is a `ScheduleError` with one line that names the step. Well-formedness is kept by
-generation and by shrinking; `problems()` is the single definition of it, and reads what each op
-takes, makes, uses and ends from the op table (`racefuzz.schedule.op_table`).
+generation and by shrinking; `problems()` reports it, from the one rule checker
+(`racefuzz.schedule.rules`), which reads what each op takes, makes, uses and ends from the op
+table (`racefuzz.schedule.op_table`).
 
 This module knows nothing of ORT, targets or models beyond their names.
 """
@@ -21,12 +22,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from racefuzz.errors import RacefuzzError
-from racefuzz.schedule.op_table import LIVE_KINDS, NAME_FIELDS, SPECS, Effect, Op, Subject, maker
+from racefuzz.schedule.op_table import LIVE_KINDS, NAME_FIELDS, SPECS, Effect, Op, Subject
+from racefuzz.schedule.rules import MAX_JITTER_US, Rules, RuleSet, check_schedule
 
-__all__ = ["Op"]  # re-exported: most modules take `Op` from here, with `Step`
+# Re-exported: most modules take `Op` from here, with `Step`, and the jitter limit with it.
+__all__ = ["MAX_JITTER_US", "Op"]
 
 VERSION = 1
-MAX_JITTER_US = 100_000
 # Far beyond anything generated (24 steps, 4 threads by default) or worth shrinking; a bigger
 # file is a mistake, and would tie a worker up for minutes.
 MAX_STEPS = 1000
@@ -78,8 +80,9 @@ class Step:
     def names(self) -> Iterator[tuple[Subject, str, bool]]:
         """(kind, name, made here) for every session or value the step names, peer included."""
         spec = SPECS[self.op]
-        if spec.subject in LIVE_KINDS and (name := getattr(self, spec.subject.value)) is not None:
-            yield spec.subject, name, spec.effect is Effect.MAKES
+        subject = spec.subject  # a StrEnum: the name of its field, as it is
+        if subject in LIVE_KINDS and (name := getattr(self, subject)) is not None:
+            yield subject, name, spec.effect is Effect.MAKES
         if spec.peer is not None and self.peer is not None:
             yield spec.peer, self.peer, False
 
@@ -176,148 +179,17 @@ class Schedule:
         return out
 
 
-def _field_problems(s: Step, where: str) -> list[str]:
-    spec, out = SPECS[s.op], []
-    for name in OPTIONAL_FIELDS:
-        has = getattr(s, name) is not None
-        if has and name not in spec.fields:
-            out.append(f"{where}: '{s.op}' takes no '{name}'")
-        elif not has and name in spec.required:
-            out.append(f"{where}: '{s.op}' needs a '{name}'")
-    if s.mode is not None and spec.modes and s.mode not in spec.modes:
-        out.append(f"{where}: '{s.op}' has no mode '{s.mode}' (one of {', '.join(spec.modes)})")
-    return out
-
-
 def problems(
     schedule: Schedule, library_of: Callable[[str], str | None] | None = None
 ) -> list[str]:
     """Every reason the schedule is not well-formed, as `step N: ...` lines; [] when it is.
 
     `library_of` maps a profile to the EP library it needs registered (None for ORT's own
-    EPs); without it, any registration satisfies any profile.
+    EPs); without it, any registration satisfies any profile. The rules are
+    `racefuzz.schedule.rules`' well-formedness set; `check_schedule` there gives them as
+    `Problem`s, with the step each names.
     """
-    out: list[str] = []
-    if schedule.threads < 1:
-        out.append(f"threads must be at least 1, not {schedule.threads}")
-    registered: set[str] = set()  # "*" stands for "all libraries"
-    alive: dict[Subject, set[str]] = {kind: set() for kind in LIVE_KINDS}
-    created_any = False
-
-    def is_registered(profile: str | None) -> bool:
-        if library_of is None or profile is None:
-            return bool(registered)
-        lib = library_of(profile)
-        return lib is None or "*" in registered or lib in registered
-
-    for i, s in enumerate(schedule.steps):
-        where, spec = f"step {i}", SPECS[s.op]
-        if not 0 <= s.thread < schedule.threads:
-            out.append(f"{where}: thread {s.thread} is outside 0..{schedule.threads - 1}")
-        if not 0 <= s.jitter_us <= MAX_JITTER_US:
-            out.append(f"{where}: jitter_us must be within 0..{MAX_JITTER_US}")
-        out += _field_problems(s, where)
-        key = s.library or "*"
-        # The backbone: the library lifecycle.
-        if s.op is Op.REGISTER:
-            if key in registered or ("*" in registered):
-                out.append(f"{where}: 'register' of {key} while it is registered")
-            registered.add(key)
-        elif s.op is Op.UNREGISTER:
-            if key not in registered and "*" not in registered:
-                out.append(f"{where}: 'unregister' of {key} while it is not registered")
-            if key == "*":
-                registered.clear()
-            else:
-                registered.discard(key)
-        if spec.needs_registration:
-            for profile in schedule.step_profiles(i):
-                if not is_registered(profile):
-                    out.append(
-                        f"{where}: '{s.op}' while the EP library of '{profile}' is not registered"
-                    )
-        if spec.needs_earlier_create and not created_any:
-            out.append(f"{where}: '{s.op}' before any 'create' (no backend chosen yet)")
-        for kind, name, made in s.names():
-            if made:
-                if name in alive[kind]:
-                    out.append(f"{where}: '{s.op}' of {kind} '{name}' that is alive")
-                alive[kind].add(name)
-            elif name not in alive[kind]:
-                made_by = maker(kind).op
-                out.append(f"{where}: '{s.op}' of {kind} '{name}' before its '{made_by}'")
-        if spec.effect is Effect.ENDS and spec.subject in LIVE_KINDS:
-            alive[spec.subject].discard(getattr(s, spec.subject.value) or "")
-        created_any = created_any or (s.op is Op.CREATE and s.session is not None)
-    out.extend(_group_problems(schedule, library_of))
-    return out
-
-
-def _group_problems(
-    schedule: Schedule, library_of: Callable[[str], str | None] | None
-) -> list[str]:
-    out: list[str] = []
-    seen: set[int] = set()
-    for start, stop in schedule.groups():
-        g = schedule.steps[start].group
-        assert g is not None
-        if g in seen:
-            out.append(f"step {start}: group {g} is not one consecutive run of steps")
-        seen.add(g)
-        threads = [s.thread for s in schedule.steps[start:stop]]
-        if len(set(threads)) != len(threads):
-            out.append(f"step {start}: group {g} has two steps on one thread")
-        out.extend(_overlap_problems(schedule, start, stop, library_of))
-    return out
-
-
-def _overlap_problems(
-    schedule: Schedule, start: int, stop: int, library_of: Callable[[str], str | None] | None
-) -> list[str]:
-    """Steps of one group are released together and may run in any order, so none may depend
-    on another: no use of a session or value that a step of the group makes (or a make of one
-    that a step of the group uses), no copy or alloc beside the schedule's first `create`, no
-    step beside the `register` or `unregister` of the library it needs (ORT's contract: a
-    library is not unregistered while sessions on it are being built)."""
-    out: list[str] = []
-    steps = schedule.steps
-    g = steps[start].group
-    first_create = next((i for i, s in enumerate(steps) if s.op is Op.CREATE), None)
-    # (kind, name) -> the first step of the group naming it, its op, and whether it makes it.
-    named: dict[tuple[str, str], tuple[int, Op, bool]] = {}
-    # Keys that some step of the group registers or unregisters (order within a group is moot).
-    registers = [s.library or "*" for s in steps[start:stop] if _is_lifecycle(s.op)]
-    for k in range(start, stop):
-        s = steps[k]
-        spec = SPECS[s.op]
-        names: list[tuple[str, str, bool]] = [(str(kind), n, m) for kind, n, m in s.names()]
-        if _is_lifecycle(s.op):
-            names.append(("library", s.library or "*", spec.effect is Effect.MAKES))
-        for kind, name, makes in names:
-            earlier = named.setdefault((kind, name), (k, s.op, makes))
-            if earlier[0] != k and (earlier[2] or makes):
-                out.append(
-                    f"step {k}: '{s.op}' of {kind} '{name}' overlaps step {earlier[0]} "
-                    f"('{earlier[1]}') in group {g}"
-                )
-        if spec.needs_earlier_create and first_create is not None and start <= first_create < k:
-            out.append(f"step {k}: '{s.op}' overlaps the first 'create' in group {g}")
-        if spec.needs_registration and registers:
-            # Without the target's map, which library a profile needs is unknown: let it be.
-            libs = [library_of(p) for p in schedule.step_profiles(k) if library_of and p]
-            if any(
-                lib is not None and ("*" in registers or lib in registers or lib == "*")
-                for lib in libs
-            ):
-                out.append(
-                    f"step {k}: '{s.op}' overlaps a register/unregister it needs in group {g}"
-                )
-    return out
-
-
-def _is_lifecycle(op: Op) -> bool:
-    """`register` and `unregister`: the steps whose subject is a library's registration."""
-    return SPECS[op].subject is Subject.LIBRARY
+    return [str(p) for p in check_schedule(schedule, RuleSet(Rules.WELL_FORMED, library_of))]
 
 
 def is_well_formed(

@@ -11,18 +11,18 @@ pass that deletes a whole thread makes the later, finer passes cheaper.
 
 Transformations keep schedules well-formed where they can (deleting a `create` deletes its
 session's steps, see `without`); `consider` still filters every candidate through
-`racefuzz.schedule.model.problems`, the single definition of well-formedness.
+`racefuzz.schedule.model.problems`, the well-formedness rules of `racefuzz.schedule.rules`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from racefuzz.schedule.model import Schedule, Step, problems
+from racefuzz.schedule.model import Schedule, Step
 from racefuzz.schedule.op_table import PREFIX, SPECS, Subject
+from racefuzz.schedule.rules import Rules, RuleSet, check_schedule
 
 
 class Shrinking(Protocol):
@@ -45,8 +45,6 @@ class Shrinking(Protocol):
 
 # --- transformations --------------------------------------------------------------------------
 
-_STEP_AT = re.compile(r"^step (\d+): ")
-
 
 def without(
     schedule: Schedule,
@@ -57,16 +55,18 @@ def without(
 
     A `create` takes its session's later steps with it, an `alloc` its value's; anything else a
     deletion leaves ill-formed (a `create` whose `register` went, a `copy` with no `create`
-    before it, the `unregister` of a deleted `register`) is found by `problems` and deleted in
-    turn. None when nothing would be deleted or no well-formed schedule is left that way.
+    before it, the `unregister` of a deleted `register`) is found by the well-formedness rules
+    (`racefuzz.schedule.rules`: each problem names its step) and deleted in turn. None when
+    nothing would be deleted or no well-formed schedule is left that way.
     """
     drop = _with_dependants(schedule.steps, set(indices))
     if not drop:
         return None
     candidate = _drop(schedule, drop)
     # Each round deletes at least one step, so this ends (an empty schedule is well-formed).
-    while found := problems(candidate, library_of):
-        bad = {int(m[1]) for p in found if (m := _STEP_AT.match(p))}
+    rules = RuleSet(Rules.WELL_FORMED, library_of)
+    while found := check_schedule(candidate, rules):
+        bad = {p.step for p in found if p.step is not None}
         if not bad:
             return None
         candidate = _drop(candidate, _with_dependants(candidate.steps, bad))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from racefuzz.judge.identity import ShrinkStop
 from racefuzz.judge.outcome import RunResult
 from racefuzz.schedule.model import Schedule
 
@@ -51,7 +52,8 @@ class ShrinkResult:
     check: tuple[int, int]  # (need, replays) of each candidate's check, sized to that rate
     budget_s: float  # the time budget as it ended up (stretched for larger checks)
     last_failure: RunResult | None  # the last run of `final` that failed; None if none did
-    stopped: str  # "done", "stall", "budget" or "not reproduced"
+    stopped: ShrinkStop
+    symptom: str = ""  # the failure the shrink was pinned to (`shrink_runs.shows`), if any
 
     @property
     def rate(self) -> float:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from math import comb
 
-from racefuzz.judge.outcome import Finding, RunResult, shape_in
+from racefuzz.judge import oracles
+from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.schedule.model import Schedule
 
 
@@ -28,20 +29,17 @@ class Stop(Exception):
     """The time budget is spent: no more candidates, only the final replays."""
 
 
-def shows(wanted: str, finding: Finding) -> bool:
-    """Whether `finding` is what a shrink of `wanted` (a signature or a cluster key) looks for.
+def shows(wanted: str, finding: Finding, symptom: str | None = None) -> bool:
+    """Whether `finding` is what a shrink of `wanted` (a signature or a cluster key) looks for,
+    by the one rule of `identity.shows`; `symptom` (a cluster key) pins the failure the shrink
+    started from, so that a candidate failing with another cluster's symptom is never counted.
 
     Under overlap clustering a candidate may fail with fewer kinds of call overlapping: the
     alloc in `[create || alloc || run]` was a bystander of the create-run race. That is the same
     race with fewer parties, so it counts, and the cluster then shrinks to the schedule the
     create+run cluster shrinks to: `CampaignState.mark_duplicate` makes them one bug instead of
     one cluster per set of bystanders. A failure with no overlap never counts."""
-    if wanted in (finding.cluster, finding.signature):
-        return True
-    shape = shape_in(wanted)
-    if not finding.overlap or not shape or wanted.startswith("misuse|") != bool(finding.misuse):
-        return False
-    return set(finding.overlap.split("+")) <= set(shape.split("+"))
+    return oracles.evidence((finding,), wanted, symptom or "") is not None
 
 
 # A check sized by `replays_for` misses a candidate that fails as often as the original did at
@@ -74,10 +72,12 @@ class Runs:
         deadline: float,
         confirm_replays: int,
         parallel: int = 1,
+        symptom: str | None = None,
     ) -> None:
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, not {parallel}")
         self._run, self.signature, self.deadline = run, signature, deadline
+        self.symptom = symptom  # the failure the shrink started from (`shows`)
         self.confirm_replays, self.parallel = confirm_replays, parallel
         self._pool = ThreadPoolExecutor(parallel) if parallel > 1 else None
         self.calls = self.batches = 0
@@ -133,7 +133,7 @@ class Runs:
     def shows(self, result: RunResult, match: Callable[[Finding], bool] | None = None) -> bool:
         if match is not None:
             return any(match(f) for f in result.findings)
-        return any(shows(self.signature, f) for f in result.findings)
+        return oracles.evidence(result.findings, self.signature, self.symptom or "") is not None
 
     def batch(self, schedule: Schedule, n: int, keep_reserve: bool) -> list[RunResult]:
         """`n` runs at once; `Stop` instead once the deadline has passed (so a shrink ends at

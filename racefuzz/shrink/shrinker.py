@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from racefuzz.judge.identity import ShrinkStop
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.schedule import contract
 from racefuzz.schedule.model import Schedule, ScheduleError, problems
@@ -85,9 +86,12 @@ def shrink(
     on_progress: Callable[[ShrinkEvent], None] | None = None,
     best_path: Path | None = None,
     parallel: int = 1,
+    symptom: str | None = None,
 ) -> ShrinkResult:
     """Shrink `schedule` to a simpler one whose runs still show `signature` (a finding's
-    signature, or its cluster key: then any member of the cluster counts).
+    signature, or its cluster key: then any member of the cluster counts). `symptom` (the
+    cluster key the failure had without overlap clustering) pins what the failure must look
+    like under an overlap key, so the shrink cannot drift onto another cluster's failure.
 
     `budget_s` (wall clock) bounds everything, the first check of `schedule` and the final
     replays included: the search stops early enough to leave time, at the mean run time so far,
@@ -125,6 +129,7 @@ def shrink(
         on_progress=on_progress,
         best_path=best_path,
         parallel=parallel,
+        symptom=symptom,
     )
     try:
         return shrinker.shrink()
@@ -153,6 +158,7 @@ class _Shrinker:
         on_progress: Callable[[ShrinkEvent], None] | None,
         best_path: Path | None,
         parallel: int,
+        symptom: str | None,
     ) -> None:
         self.original = self.current = original
         self.legal_only = contract.is_legal(original, library_of)
@@ -167,7 +173,9 @@ class _Shrinker:
         self.on_progress = on_progress
         self.best_path = best_path
         self.started = time.monotonic()
-        self.runs = Runs(run, signature, self.started + budget_s, confirm_replays, parallel)
+        self.runs = Runs(
+            run, signature, self.started + budget_s, confirm_replays, parallel, symptom
+        )
         self.key = sort_key(original, models_by_size)
         self.tallies = {"blame": _Tally()} | {p.__name__: _Tally() for p in PASSES}
         self.tallies["verify"] = _Tally()
@@ -221,7 +229,7 @@ class _Shrinker:
     def shrink(self) -> ShrinkResult:
         self._save_best()
         self._progress(improved=False)
-        stopped, one_minimal, reproduction = "done", False, (0, 0)
+        stopped, one_minimal, reproduction = ShrinkStop.DONE, False, (0, 0)
         try:
             tries = max(self.check[1], self.confirm_replays)
             self.measured = self.runs.measure(self.original, tries, self.check[1])
@@ -230,10 +238,10 @@ class _Shrinker:
                 self._size_checks(self.measured[0] / self.measured[1])
                 stopped, one_minimal = self._search_and_verify()
             else:
-                stopped, reproduction = "not reproduced", (0, tries)
+                stopped, reproduction = ShrinkStop.NOT_REPRODUCED, (0, tries)
         except Stop:
-            stopped = "budget"
-        if stopped != "not reproduced":
+            stopped = ShrinkStop.BUDGET
+        if stopped is not ShrinkStop.NOT_REPRODUCED:
             reproduction = self._reproduce()
         return ShrinkResult(
             original=self.original,
@@ -250,6 +258,7 @@ class _Shrinker:
             budget_s=self.runs.deadline - self.started,
             last_failure=self.last_failure,
             stopped=stopped,
+            symptom=self.runs.symptom or "",
         )
 
     def _size_checks(self, rate: float) -> None:
@@ -263,14 +272,14 @@ class _Shrinker:
         if m:
             self.recheck = (k, replays_for(k, m, rate, max(m, self.max_replays)))
 
-    def _search_and_verify(self) -> tuple[str, bool]:
+    def _search_and_verify(self) -> tuple[ShrinkStop, bool]:
         """Rounds of passes, then the 1-minimality check; a cut found there restarts the rounds."""
         while True:
             try:
                 self._search()
-                stopped = "done"
+                stopped = ShrinkStop.DONE
             except _Stall:
-                stopped = "stall"
+                stopped = ShrinkStop.STALL
             # Every single deletion again, afresh: the last round rejected them all, but under a
             # flaky bug a rejection may be bad luck, and a cut found here restarts the rounds.
             # After a stall this is what tells whether the result is 1-minimal anyway.
@@ -306,7 +315,9 @@ class _Shrinker:
         signature: that earlier race broke the EP, not the overlap that happened to follow."""
         failure = self.last_failure
         seen = failure.findings if failure else ()
-        caught = next((f for f in seen if shows(self.signature, f) and f.overlap), None)
+        caught = next(
+            (f for f in seen if shows(self.signature, f, self.runs.symptom) and f.overlap), None
+        )
         if failure is None or caught is None:
             return
         at = failure.placed_at(caught)  # as the oracle placed it: a crash between steps too
@@ -319,11 +330,11 @@ class _Shrinker:
 
         # The signature itself counts too, or a cut `drop_groups` would keep stays rejected.
         def either(f: Finding) -> bool:
-            return shows(self.signature, f) or earlier(f)
+            return shows(self.signature, f, self.runs.symptom) or earlier(f)
 
         if self.consider(ungrouped(self.current, range(*spans[-1])), match=either):
             hit = self.runs.hit.findings if self.runs.hit else ()
-            if not any(shows(self.signature, f) for f in hit):
+            if not any(shows(self.signature, f, self.runs.symptom) for f in hit):
                 self.signature = self.runs.signature = next(f.cluster for f in hit if earlier(f))
                 self._save_best()
 

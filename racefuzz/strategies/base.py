@@ -4,17 +4,18 @@ A strategy hands out schedules (`next_schedule`, None when it has no more) and m
 what running them did (`observe`). Every generator here works the same way: it keeps a `State`,
 the model of what a schedule prefix leaves behind (registered libraries, live sessions and
 values, whether any session was created, which thread did what), asks `enabled_steps` what may
-come next on a thread, and appends. Because a step is only appended when `State.allows` it, and
-`allows` is at least as strict as `racefuzz.schedule.model.problems`, generated schedules are
-well-formed by construction; `finish` asserts it once more.
+come next on a thread, and appends. A step is only appended when `State.allows` it, and `allows`
+is the one rule checker (`racefuzz.schedule.rules`) with all its sets: well-formedness (what
+`racefuzz.schedule.model.problems` reports), ORT's contract unless the space allows misuse, and
+the generator's own strictness. So generated schedules are well-formed by construction; `finish`
+asserts it once more.
 
-An overlap group is checked against the state at the group's start as well as in list order:
-steps released together behind a barrier may run in any order, so none may depend on another
-(no `run` of a session created in the same group, no `copy` beside the first `create`).
-
-It is also at least as strict as `problems` without the target's library map, which is what
-`loads()` checks: an op of ORT's own EP still waits for some library to be registered, so that
-every generated schedule survives a JSON round trip.
+The generator's rules check an overlap group against the state at the group's start as well as
+in list order: steps released together behind a barrier may run in any order, so none may
+depend on another (no `run` of a session created in the same group, no `copy` beside the first
+`create`). They also hold schedules to `problems` without the target's library map, which is
+what `loads()` checks: an op of ORT's own EP still waits for some library to be registered, so
+that every generated schedule survives a JSON round trip.
 
 `repair` (keep what still fits) and `behaviour` (coarse features of a run, to tell a run that
 did something new) serve the mutator and the portfolio. This module does not choose *which*
@@ -26,13 +27,14 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from racefuzz.judge.outcome import RunResult
-from racefuzz.schedule import contract
-from racefuzz.schedule.model import MAX_JITTER_US, Op, Schedule, Step, make_step
+from racefuzz.schedule.model import Op, Schedule, Step, make_step
 from racefuzz.schedule.op_table import LIVE_KINDS, PREFIX, SPECS, Effect, OpSpec, Subject
+from racefuzz.schedule.rules import Checker, RuleSet
 from racefuzz.strategies.space import Space
 
 JITTER_RATE = 0.04  # share of steps that get a sleep: rare, or it drowns the races it shakes
@@ -58,70 +60,40 @@ class Strategy(Protocol):
 
 
 @dataclass
-class Live:
-    """A live session or device value: its profile and the thread that made it."""
-
-    profile: str
-    thread: int
-
-
-@dataclass
 class State:
     """What a schedule prefix leaves behind. `allows` before `apply`; never apply blindly."""
 
     threads: int
     steps: list[Step] = field(default_factory=list)
-    registered: set[str] = field(default_factory=set)  # registration keys, "*" = unnamed
-    ever_registered: set[str] = field(default_factory=set)
-    sessions: dict[str, Live] = field(default_factory=dict)  # alive only
-    values: dict[str, Live] = field(default_factory=dict)  # alive only
-    created_any: bool = False
     history: list[list[int]] = field(default_factory=list)  # per thread: its indices into steps
     names: set[str] = field(default_factory=set)  # every session/value name used so far
     groups_used: set[int] = field(default_factory=set)
-    # The state when the trailing overlap group began; None when the last step is not grouped.
-    group_base: State | None = None
+    # The rules' model of the prefix (libraries, live names, overlap groups): it depends on the
+    # steps alone, so the space's rule set is only needed when asking.
+    checker: Checker = field(init=False, compare=False)
+    # The rule set of the space last asked about (built once, not for every candidate).
+    _rules: tuple[Space, RuleSet] | None = field(default=None, init=False, compare=False)
 
     def __post_init__(self) -> None:
         while len(self.history) < self.threads:
             self.history.append([])
+        self.checker = Checker(self.threads)
 
     def copy(self) -> State:
-        return State(
+        out = State(
             threads=self.threads,
             steps=list(self.steps),
-            registered=set(self.registered),
-            ever_registered=set(self.ever_registered),
-            sessions=dict(self.sessions),
-            values=dict(self.values),
-            created_any=self.created_any,
             history=[list(h) for h in self.history],
             names=set(self.names),
             groups_used=set(self.groups_used),
-            group_base=self.group_base,
         )
+        out.checker, out._rules = self.checker.copy(), self._rules
+        return out
 
     # --- queries ---------------------------------------------------------------------------
 
-    def is_registered_for(self, profile: str, space: Space) -> bool:
-        key = space.library_for(profile)
-        if key is None:
-            # ORT's own EPs need no library, but `loads()` checks without the target's map, and
-            # there an op that needs registration needs *some* library registered.
-            return bool(self.registered)
-        return key in self.registered or "*" in self.registered
-
     def current_group(self) -> int | None:
         return self.steps[-1].group if self.steps else None
-
-    def group_threads(self) -> set[int]:
-        """Threads of the trailing overlap group's steps."""
-        g, out = self.current_group(), set()
-        for s in reversed(self.steps):
-            if g is None or s.group != g:
-                break
-            out.add(s.thread)
-        return out
 
     def fresh(self, prefix: str) -> str:
         """The next unused name `s1`, `s2`, ... (or `v1`, ...)."""
@@ -134,121 +106,29 @@ class State:
         return max(self.groups_used, default=0) + 1
 
     def allows(self, step: Step, space: Space) -> bool:
-        """Whether appending `step` keeps the schedule well-formed and inside `space`."""
-        if not 0 <= step.thread < self.threads or not 0 <= step.jitter_us <= MAX_JITTER_US:
-            return False
-        if step.group is not None:
-            if step.group == self.current_group():
-                if step.thread in self.group_threads():
-                    return False
-                assert self.group_base is not None
-                if not self.group_base.allows(replace(step, group=None), space):
-                    return False
-                if self._lifecycle_clash(step):
-                    return False
-            elif step.group in self.groups_used:
-                return False
-        return self._allows_op(step, space)
+        """Whether appending `step` keeps the schedule well-formed, inside `space` and (unless
+        it allows misuse) inside ORT's contract: every rule set of `racefuzz.schedule.rules`."""
+        if self._rules is None or self._rules[0] is not space:
+            self._rules = (space, space.generator_rules())
+        return self.checker.accepts(step, self._rules[1])
 
-    def _lifecycle_clash(self, step: Step) -> bool:
-        """A library is not (un)registered while a step of the same group relies on it.
-
-        Stricter than `problems()` (any library, not just the one needed): simple and enough.
-        """
-        g = self.current_group()
-        members = [s for s in reversed(self.steps) if s.group == g]
-        specs = [SPECS[s.op] for s in (*members, step)]
-        lifecycle = any(s.subject is Subject.LIBRARY for s in specs)
-        return lifecycle and any(s.needs_registration for s in specs)
-
-    def _allows_op(self, step: Step, space: Space) -> bool:
-        op, spec = step.op, SPECS[step.op]
-        if spec.subject is Subject.LIBRARY:
-            return self._allows_lifecycle(step, space)
-        unnamed = spec.subject in LIVE_KINDS and step.name_of(spec.subject) is None
-        if unnamed or (spec.peer is not None and step.peer is None):
-            return False
-        if op not in space.ops or step.mode not in spec.mode_choices:
-            return False
-        profiles: list[str] = []
-        if "profile" in spec.fields:
-            if step.profile not in space.profiles:
-                return False
-            profiles.append(step.profile)
-        for kind, name, made in step.names():
-            if made:
-                if name in self.alive(kind):
-                    return False
-            elif (live := self.alive(kind).get(name)) is None:
-                return False
-            else:
-                profiles.append(live.profile)
-        if "model" in spec.fields and step.model not in space.models:
-            return False
-        if spec.needs_earlier_create and not self.created_any:
-            return False
-        # Which ops need their library registered is the op table's call, not ours.
-        return not spec.needs_registration or all(
-            self.is_registered_for(p, space) for p in profiles
-        )
-
-    def _allows_lifecycle(self, step: Step, space: Space) -> bool:
-        """The backbone: `register` and `unregister` of one library key."""
-        key = step.library or "*"
-        if key not in space.library_keys():
-            return False
-        if step.op is Op.UNREGISTER:
-            return (
-                key in self.registered
-                and space.lifecycle
-                and Op.UNREGISTER in space.ops
-                and (space.allow_misuse or not self._uses(key, space))
-            )
-        again = key in self.ever_registered
-        if again and not (space.lifecycle and Op.REGISTER in space.ops):
-            return False
-        return key not in self.registered and "*" not in self.registered
-
-    def _uses(self, key: str, space: Space) -> bool:
-        """Whether a live session or value needs registration `key` (ORT's contract forbids
-        unregistering it then: `racefuzz.schedule.contract`)."""
-        lives = (*self.sessions.values(), *self.values.values())
-        return any(contract.needs(key, space.library_for(live.profile)) for live in lives)
-
-    def alive(self, kind: Subject) -> dict[str, Live]:
+    def alive(self, kind: Subject) -> AbstractSet[str]:
         """The live sessions or values."""
-        return self.sessions if kind is Subject.SESSION else self.values
+        return self.checker.alive(kind)
 
     # --- update ----------------------------------------------------------------------------
 
     def apply(self, step: Step) -> None:
-        if step.group is None:
-            self.group_base = None
-        elif step.group != self.current_group():
-            self.group_base = self.copy()
-            self.group_base.group_base = None
+        if step.group is not None and step.group != self.current_group():
             self.groups_used.add(step.group)
+        self.checker.record(step)
         self.history[step.thread].append(len(self.steps))
         self.steps.append(step)
-        key = step.library or "*"
         spec = SPECS[step.op]
-        if step.op is Op.REGISTER:
-            self.registered.add(key)
-            self.ever_registered.add(key)
-        elif step.op is Op.UNREGISTER:
-            self.registered.discard(key)
-        elif spec.subject in LIVE_KINDS and spec.effect is Effect.MAKES:
+        if spec.subject in LIVE_KINDS and spec.effect is Effect.MAKES:
             name = getattr(step, spec.subject.value)
-            # Made on its own profile, or (an op that takes none) on that of what it uses.
-            profile = step.profile or next(
-                (self.alive(kind)[n].profile for kind, n, made in step.names() if not made), None
-            )
-            assert name is not None and profile is not None
-            self.alive(spec.subject)[name] = Live(profile, step.thread)
+            assert name is not None
             self.names.add(name)
-            self.created_any = self.created_any or step.op is Op.CREATE
-        elif spec.subject in LIVE_KINDS and spec.effect is Effect.ENDS:
-            self.alive(spec.subject).pop(getattr(step, spec.subject.value) or "", None)
 
 
 # Where `enabled_steps` looks for candidates, in order: each subject in `Subject`'s order, all

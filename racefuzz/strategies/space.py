@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from racefuzz.errors import RacefuzzError
 from racefuzz.schedule import contract
-from racefuzz.schedule.model import Op, Schedule, problems
+from racefuzz.schedule.model import Op, Schedule
 from racefuzz.schedule.op_table import REQUIRED_OPS
+from racefuzz.schedule.rules import RULE_SETS, Rules, RuleSet, check_schedule
 from racefuzz.targets.model import Target
 
 # The registration key of the one unnamed library: `problems()` reads "*" as "every library",
@@ -99,10 +100,11 @@ class Space:
         The check every generated schedule passes, and replay's strict one; unless the space
         allows misuse, a breach of ORT's contract is a problem too.
         """
-        out = problems(schedule, self.library_for)
-        if not self.allow_misuse:
-            breached = self.breaches(schedule)
-            out += [f"step {b.step}: {b.rule} (outside ORT's contract)" for b in breached]
+        sets = Rules.WELL_FORMED if self.allow_misuse else Rules.WELL_FORMED | Rules.CONTRACT
+        out = [
+            f"{p} (outside ORT's contract)" if RULE_SETS[p.rule] is Rules.CONTRACT else str(p)
+            for p in check_schedule(schedule, RuleSet(sets, self.library_for))
+        ]
         for i, s in enumerate(schedule.steps):
             if s.profile is not None and s.profile not in self.profiles:
                 out.append(
@@ -117,6 +119,14 @@ class Space:
 
     def breaches(self, schedule: Schedule) -> list[contract.Breach]:
         return contract.breaches(schedule, self.library_for)
+
+    def generator_rules(self) -> RuleSet:
+        """What generation checks each step with (`strategies.base.State.allows`): every rule
+        set, the contract left out where the space allows misuse."""
+        sets = Rules.WELL_FORMED | Rules.GENERATOR
+        if not self.allow_misuse:
+            sets |= Rules.CONTRACT
+        return RuleSet(sets, self.library_for, self)
 
 
 def space_for(

@@ -33,5 +33,6 @@ def load_target(spec: str, config: Path | None = None) -> Target:
 
 
 def _unknown_target(spec: str, config_part: str) -> RacefuzzError:
-    builtins = "testbed[asan|tsan][:B1,..,B17], " + ", ".join(BUILTIN_TARGETS[1:])
+    bugs = f"B1,..,{builtin_targets.BUGS[-1]}"
+    builtins = f"testbed[asan|tsan][:{bugs}], " + ", ".join(BUILTIN_TARGETS[1:])
     return RacefuzzError(f"unknown target '{spec}' (built-in: {builtins}; {config_part})")

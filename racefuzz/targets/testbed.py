@@ -34,9 +34,8 @@ from pathlib import Path
 
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
+from racefuzz.targets.builtin import BUGS, BUGS_ENV
 
-BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 18))
-BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 # Flavour -> the -fsanitize value it builds with (and the sanitizer its library declares).
 FLAVOURS: dict[str, str] = {"asan": "address", "tsan": "thread"}
 

@@ -12,8 +12,8 @@ its index: the table only ever grows at its end, so an index never changes (ORT'
 The indices below are those of onnxruntime_c_api.h; API version 23 (ORT 1.23) is the first with
 shared allocators for EP devices.
 
-Part of the worker's ops (`Runtime` mixes `EnvOps` in); imports only the stdlib and
-onnxruntime, and `repro.py` embeds it.
+Part of the worker's ops (`Runtime` mixes `EnvOps` in); imports only the stdlib, onnxruntime and
+`base`/`protocol`, and `repro.py` embeds it.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import onnxruntime as ort
 
-if TYPE_CHECKING:
-    from racefuzz.worker.ops import Outcome, Profile
+from racefuzz.worker.base import Host, own_code
+from racefuzz.worker.protocol import Skip, StepResult
+
+own_code(__file__)
 
 REGISTERED_AS = "racefuzz_envapi"
 API_VERSION = 23
@@ -130,24 +132,14 @@ def create_shared_allocator(helper: str, ep_name: str, device_id: int, mem_type:
         _call(t, _RELEASE_ENV, None, (_P, env))
 
 
-class _Host(Protocol):
-    """What `op_share` uses of `Runtime`."""
-
-    profiles: dict[str, Profile]
-    env_api: str | None
-
-    def _devices(self, profile: Profile) -> list[Any]: ...
-    def _memory_info(self, profile: Profile) -> Any: ...
-
-
 class EnvOps:
-    def op_share(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_share(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         profile = self.profiles[step["profile"]]
         if self._memory_info(profile) is None:
-            return {"ok": True, "check": None, "detail": "skipped: the EP computes in host memory"}
+            return StepResult.skip(Skip.UNSUPPORTED, "the EP computes in host memory")
         if not self.env_api:
-            return {"ok": True, "check": None, "detail": "skipped: no C compiler for envapi.c"}
+            return StepResult.skip(Skip.NO_COMPILER, "no C compiler for envapi.c")
         device_id = self._devices(profile)[0].device.device_id
         default_memory = int(ort.OrtDeviceMemoryType.DEFAULT)
         create_shared_allocator(self.env_api, profile.ep_name, device_id, default_memory)
-        return {"ok": True}
+        return StepResult()

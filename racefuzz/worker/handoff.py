@@ -2,8 +2,8 @@
 (`run_bound` and its modes), one session's device output fed to another session (`feed`), and
 the session options that change ORT's threads.
 
-Part of the worker's ops (`Runtime` mixes `HandoffOps` in); like `ops.py` it imports only the
-stdlib, numpy and onnxruntime, and `repro.py` embeds it.
+Part of the worker's ops (`Runtime` mixes `HandoffOps` in); imports only the stdlib, numpy,
+onnxruntime and `base`/`protocol`, and `repro.py` embeds it.
 """
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
-if TYPE_CHECKING:
-    from racefuzz.worker.ops import Outcome, Profile, _Session
+from racefuzz.worker.base import Host, Profile, compare, own_code
+from racefuzz.worker.protocol import Skip, StepResult
+
+own_code(__file__)
 
 # DLPack's DLDevice and the head of DLTensor: all `dl_device` reads of a capsule.
 _DLPACK_NAME = b"dltensor"
@@ -92,31 +94,54 @@ def follow_global_pools(so: Any) -> bool:
     return bool(_global_pools_set)
 
 
-class _Host(Protocol):
-    """What the handlers here use of `Runtime`."""
-
-    sessions: dict[str, _Session]
-    rtol: float
-    atol: float
-
-    def _devices(self, profile: Profile) -> list[Any]: ...
-    def _memory_info(self, profile: Profile) -> Any: ...
-    def _value(self, shape: Sequence[int], dtype: Any, mem: Any) -> Any: ...
-    def _copy(self, src: Any, dst: Any, host_only: bool, stream: Any = None) -> None: ...
-    def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]: ...
-    def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]: ...
-
-
-def device_of(host: _Host, profile: Profile) -> int | None:
+def device_of(host: Host, profile: Profile) -> int | None:
     """The device id a profile's device values must carry; None for host memory."""
     mem = host._memory_info(profile)
     return None if mem is None else int(mem.device_id)
 
 
-def bound_device(host: _Host, profile: Profile, mem: Any) -> Any:
+# OrtDevice type names (`OrtDevice.make`) of the kinds of memory an EP may have.
+_MEMORY_KINDS = ("gpu", "npu", "cpu")
+_memory_kinds: dict[tuple[str, int, int, int], str] = {}  # found by `memory_kind`, per process
+
+
+def memory_kind(mem: Any) -> str | None:
+    """The type of the device `mem` (an EP device's OrtMemoryInfo) lives on, as `OrtDevice.make`
+    names it; None when the environment has no allocator of that memory.
+
+    ORT's Python OrtMemoryInfo shows the device id, vendor and memory type but not the device
+    type, so this asks which type the environment's allocator of that memory is filed under: an
+    empty value made through a memory info of each type (one of no bytes allocates nothing)."""
+    key = (str(mem.name), int(mem.device_id), int(mem.device_vendor_id), int(mem.device_mem_type))
+    if key in _memory_kinds:
+        return _memory_kinds[key]
+    for kind in _MEMORY_KINDS:
+        asked = ort.OrtMemoryInfo.create_v2(
+            mem.name,
+            getattr(ort.OrtMemoryInfoDeviceType, kind.upper()),
+            mem.device_vendor_id,
+            mem.device_id,
+            mem.device_mem_type,
+            0,
+            mem.allocator_type,
+        )
+        try:
+            ort.OrtValue.ortvalue_from_shape_and_type([0], np.float32, memory_info=asked)
+        except Exception as e:  # ORT: "No shared allocator found for: OrtMemoryInfo:[...]"
+            if "allocator" not in str(e):
+                raise
+            continue
+        _memory_kinds[key] = kind
+        return kind
+    return None
+
+
+def bound_device(host: Host, profile: Profile, mem: Any) -> Any:
     """The C OrtDevice for binding an output to `mem`'s device: the public `bind_output` cannot
-    name the vendor id ORT needs to find the EP's allocator."""
-    kind = host._devices(profile)[0].device.type.name.lower()
+    name the vendor id ORT needs to find the EP's allocator. Its type is the memory's, which need
+    not be the hardware device's (an NPU EP may keep tensors in GPU memory); only where the
+    environment has no allocator of `mem` to tell it is the hardware device's type a guess."""
+    kind = memory_kind(mem) or host._devices(profile)[0].device.type.name.lower()
     return ort.OrtDevice.make(kind, int(mem.device_id), mem.device_vendor_id)._get_c_device()
 
 
@@ -127,7 +152,7 @@ def _same_backend(a: Profile, b: Profile) -> bool:
 
 
 class HandoffOps:
-    def op_run_bound(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_run_bound(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         # Modes (op_table.py): host_in binds host inputs (ORT uploads them at bind time, on the
         # session's stream) and device outputs ORT allocates; host_out binds host outputs; sync
         # calls synchronize_inputs/outputs (OrtEp::Sync) around the run. Plain: device values.
@@ -160,15 +185,13 @@ class HandoffOps:
         for k, v in enumerate(values):
             if (v.device_name().lower() == "cpu") != host_out:
                 where = f"output {k}: in {v.device_name()} memory, bound to the other side"
-                return {"ok": True, "check": "mismatch", "detail": where}
-        from racefuzz.worker.ops import compare  # ops imports this module first
-
+                return StepResult.checked("mismatch", where)
         check, detail = compare(binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol)
         if check == "ok":  # and the device outputs stayed on the profile's device
             check, detail = where_check(values, device_of(self, s.profile))
-        return {"ok": True, "check": check, "detail": detail}
+        return StepResult.checked(check, detail)
 
-    def op_feed(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_feed(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         a, b = self.sessions[step["session"]], self.sessions[step["peer"]]
         feeds = self._feeds(index, a.session)
         first = self._reference(a.model, feeds)
@@ -185,7 +208,7 @@ class HandoffOps:
                     chain[inp.name] = k
         if not chain or not _same_backend(a.profile, b.profile):
             why = "is another EP configuration" if chain else "takes no output of it"
-            return {"ok": True, "check": None, "detail": f"skipped: {step['peer']} {why}"}
+            return StepResult.skip(Skip.UNFIT, f"{step['peer']} {why}")
         mem = self._memory_info(a.profile)
         io = a.session.io_binding()
         for name, array in feeds.items():
@@ -199,7 +222,7 @@ class HandoffOps:
         handed = io.get_outputs()
         check, detail = where_check(handed, device_of(self, a.profile))
         if check != "ok":
-            return {"ok": True, "check": check, "detail": detail}
+            return StepResult.checked(check, detail)
         second = b.session.io_binding()
         rest = self._feeds(index + 1, b.session)
         for inp in b.session.get_inputs():
@@ -212,7 +235,5 @@ class HandoffOps:
             second.bind_output(out.name)  # host: read through b's own data transfer
         b.session.run_with_iobinding(second)
         outputs = second.copy_outputs_to_cpu()
-        from racefuzz.worker.ops import compare  # ops imports this module first
-
         check, detail = compare(outputs, self._reference(b.model, rest), self.rtol, self.atol)
-        return {"ok": True, "check": check, "detail": detail}
+        return StepResult.checked(check, detail)

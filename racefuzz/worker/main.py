@@ -3,10 +3,11 @@
 Protocol (parent <- worker), one JSON object per line on a private copy of the original stdout
 (fd 1 itself is pointed at stderr, so a native library printing to stdout cannot corrupt it):
 `{"ev": "ready"}`, then per step `{"ev": "start", "step": i}` and
-`{"ev": "done", "step": i, "ok": ..., "message": ..., "check": ..., "detail": ..., "ms": ...}`,
-then `{"ev": "end"}`; `{"ev": "internal", "traceback": ...}` when racefuzz's own code failed
-(a step's outcome carries `"internal"` for the same reason). Each line is flushed as it is
-written, so a crash loses nothing before it.
+`{"ev": "done", "step": i, **StepResult.to_json(), "ms": ...}` (`protocol.py`), then
+`{"ev": "end"}`. When racefuzz's own code fails (a step's result carries `internal`, or the worker
+itself raised), the worker sends `{"ev": "internal", "traceback": ...}` and exits at once with
+WORKER_BUG_EXIT: that event, never the exit code, tells the parent the failure is racefuzz's.
+Each line is flushed as it is written, so a crash loses nothing before it.
 
 Stacks: faulthandler dumps every thread's Python stack to stderr on a fatal signal, and a
 watchdog (rearmed at every step start) dumps them when a step overruns its timeout, just
@@ -28,11 +29,12 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from racefuzz.worker import WORKER_BUG_EXIT, native_trace
+from racefuzz.worker.base import Profile
 from racefuzz.worker.lifeline import die_with_parent
-from racefuzz.worker.ops import Profile, Runtime
+from racefuzz.worker.ops import Runtime
 from racefuzz.worker.sequencer import Sequencer, Slot
 
 
@@ -66,13 +68,19 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
         runtime.rtol, runtime.atol = (float(x) for x in job["tolerance"])
 
     def run_step(index: int) -> None:
-        # Rearmed per step: the dump fires only if this step (or its group) overruns.
-        faulthandler.dump_traceback_later(step_timeout, exit=False, file=sys.stderr)
-        channel.send({"ev": "start", "step": index})
-        t0 = time.perf_counter()
-        outcome = runtime.step(index, steps[index])
-        outcome["ms"] = round((time.perf_counter() - t0) * 1000, 3)
-        channel.send({"ev": "done", "step": index, **outcome})
+        # On any of the sequencer's threads, where an exception would only end that thread.
+        try:
+            # Rearmed per step: the dump fires only if this step (or its group) overruns.
+            faulthandler.dump_traceback_later(step_timeout, exit=False, file=sys.stderr)
+            channel.send({"ev": "start", "step": index})
+            t0 = time.perf_counter()
+            result = runtime.step(index, steps[index])
+            ms = round((time.perf_counter() - t0) * 1000, 3)
+            channel.send({"ev": "done", "step": index, **result.to_json(), "ms": ms})
+        except Exception:
+            internal_failure(channel, traceback.format_exc())
+        if result.internal:  # later steps would run on a racefuzz that is known to be wrong
+            internal_failure(channel, result.internal)
 
     slots = [Slot(s["thread"], s.get("group"), int(s.get("jitter_us", 0))) for s in steps]
     channel.send({"ev": "ready"})
@@ -81,21 +89,26 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     # schedule left alive, e.g. after an unregister, must be attributed to something.
     faulthandler.dump_traceback_later(step_timeout, exit=False, file=sys.stderr)
     channel.send({"ev": "start", "step": len(steps)})
-    outcome = runtime.teardown()
-    channel.send({"ev": "done", "step": len(steps), **outcome})
+    channel.send({"ev": "done", "step": len(steps), **runtime.teardown().to_json()})
     faulthandler.cancel_dump_traceback_later()
     channel.send({"ev": "end"})
 
 
-def run_job_reporting(job: Mapping[str, Any], channel: Channel) -> None:
-    """`run_job`, with racefuzz's own exceptions sent as an `internal` event (and exit 70):
-    a bug in racefuzz is reported as one, with its traceback, never as an EP crash."""
+def internal_failure(channel: Channel, text: str) -> NoReturn:
+    """racefuzz's own failure: the `internal` event with its traceback, then exit 70 at once
+    (from any thread): a bug in racefuzz is reported as one, never as an EP crash."""
+    channel.send({"ev": "internal", "traceback": text})
+    sys.stderr.flush()
+    os._exit(WORKER_BUG_EXIT)
+
+
+def run_job_reporting(job: Mapping[str, Any] | None, channel: Channel) -> None:
+    """`run_job`, with racefuzz's own exceptions reported by `internal_failure`; `job` None:
+    read it from stdin first (a failure to read it is racefuzz's too)."""
     try:
-        run_job(job, channel)
+        run_job(json.loads(sys.stdin.read()) if job is None else job, channel)
     except Exception:
-        channel.send({"ev": "internal", "traceback": traceback.format_exc()})
-        sys.stderr.flush()
-        os._exit(WORKER_BUG_EXIT)
+        internal_failure(channel, traceback.format_exc())
 
 
 def protocol_stream() -> IO[str]:
@@ -121,9 +134,7 @@ def main() -> None:
     no_core_dumps()
     faulthandler.enable(file=sys.stderr, all_threads=True)
     native_trace.install()
-    channel = Channel(protocol_stream())
-    job = json.loads(sys.stdin.read())
-    run_job_reporting(job, channel)
+    run_job_reporting(None, Channel(protocol_stream()))
     sys.stderr.flush()
     # Skip interpreter teardown: native libraries tearing down after a schedule that left
     # sessions alive are not what this run is about (a crash there would be misattributed).

@@ -1,20 +1,22 @@
 """The calls a schedule step makes, through the public onnxruntime Python API, and their checks.
 
 `Runtime` holds what a schedule builds up inside one worker process (registered libraries, live
-sessions, kept device values) and runs one step at a time, returning a plain-dict outcome:
-`{"ok": bool, "message": str, "check": None | "ok" | "zeroed" | "mismatch" | "corrupt-copy",
-"detail": str}`. It never raises for anything ORT or the EP does: errors are outcomes.
+sessions, kept device values) and runs one step at a time, returning a `StepResult`
+(`protocol.py`). It never raises for anything ORT or the EP does: errors are outcomes; an
+exception of racefuzz's own code (`base.is_own_bug`) is an outcome carrying its traceback.
 
 Each op of `schedule/op_table.py` has its handler here, `Runtime.op_<name>`, found by name (a
 missing one is racefuzz's own bug); a handler that makes a session or value is marked `@makes`,
 so that a step is skipped, not failed, when what it names was never made (an earlier step
-failed). `mode` and `peer` arrive in the step dict like the other fields.
+failed). `mode` and `peer` arrive in the step dict like the other fields. The handlers of
+`run_bound` and `feed` (`handoff.py`), `run`, `run_async` and `terminate` (`runs.py`) and `share`
+(`env_api.py`) are mixed in; what they share with this file is in `base.py`.
 
 Data checks: a run is compared with the CPU EP's output on the same inputs (a reference session
 per model, cached); a copy round trip must return the bytes it was given.
 
-Imports only the stdlib, numpy and onnxruntime: `repro.py` embeds this file's source so that a
-ticket replays on a machine without racefuzz.
+Imports only the stdlib, numpy, onnxruntime and those worker modules: `repro.py` embeds their
+sources so that a ticket replays on a machine without racefuzz.
 """
 
 from __future__ import annotations
@@ -24,127 +26,31 @@ import os
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
 from racefuzz.worker import env_api, handoff, runs
+from racefuzz.worker.base import (
+    ATOL,
+    COPY_SHAPE,
+    RTOL,
+    Profile,
+    Session,
+    Value,
+    is_own_bug,
+    own_code,
+    random_feeds,
+)
+from racefuzz.worker.protocol import Skip, StepResult
 
-ATOL = 1e-4
-RTOL = 1e-4
-COPY_SHAPE = (4, 64)
-
-Outcome = dict[str, Any]
-
-
-@dataclass
-class Profile:
-    """A profile as the worker sees it (already resolved from the target's aliases)."""
-
-    name: str
-    library: str | None
-    ep_name: str
-    options: Mapping[str, str]
-    device_type: str | None = None
-    vendor_id: int | None = None
-    intra_op_threads: int | None = None
-    session_config: Mapping[str, str] = field(default_factory=dict)
-    device_index: int | None = None  # the EP device's hardware device_id; None: any
-    thread_pools: str = "session"  # or "global": the process's pools (handoff.thread_options)
-    execution_mode: str = "sequential"  # or "parallel"
-    inter_op_threads: int | None = None
-
-    @staticmethod
-    def from_json(name: str, d: Mapping[str, Any]) -> Profile:
-        return Profile(
-            name=name,
-            library=d.get("library"),
-            ep_name=d["ep_name"],
-            options=dict(d.get("provider_options", {})),
-            device_type=d.get("device_type"),
-            vendor_id=d.get("vendor_id"),
-            intra_op_threads=d.get("intra_op_threads"),
-            session_config=dict(d.get("session_config", {})),
-            device_index=d.get("device_index"),
-            thread_pools=d.get("thread_pools", "session"),
-            execution_mode=d.get("execution_mode", "sequential"),
-            inter_op_threads=d.get("inter_op_threads"),
-        )
-
-
-@dataclass
-class _Session:
-    session: Any
-    profile: Profile
-    model: str
-
-
-@dataclass
-class _Value:
-    value: Any
-    data: np.ndarray[Any, Any]
-    profile: Profile
-    host_only: bool  # the profile's EP computes in host memory: no device copies
-
-
-def compare(
-    actual: Sequence[Any], expected: Sequence[Any], rtol: float = RTOL, atol: float = ATOL
-) -> tuple[str, str]:
-    """("ok" | "zeroed" | "mismatch", detail) for outputs against the reference."""
-    for k, (a, e) in enumerate(zip(actual, expected, strict=True)):
-        a, e = np.asarray(a), np.asarray(e)
-        if a.shape != e.shape:
-            return "mismatch", f"output {k}: shape {list(a.shape)}, expected {list(e.shape)}"
-        if not np.any(a) and np.any(e):
-            return "zeroed", f"output {k}: all zeros"
-        if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
-            diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
-            at = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
-            return "mismatch", f"output {k}: max |diff| {float(np.nanmax(diff)):.3g} at {list(at)}"
-    return "ok", ""
-
-
-def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray[Any, Any]]:
-    rng = np.random.default_rng(seed)
-    feeds: dict[str, np.ndarray[Any, Any]] = {}
-    for inp in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
-        if "float" in inp.type:
-            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
-        else:
-            feeds[inp.name] = rng.integers(0, 4, size=shape).astype(np.int64)
-    return feeds
-
-
-# Exception types that ORT's Python API does not raise for what an EP does: raised in this
-# module, they are a bug in racefuzz (a missing handler, a wrong call), never an EP finding.
-_OWN_BUG_TYPES = (AttributeError, KeyError, NameError, TypeError, IndexError, AssertionError)
+own_code(__file__)
 # A developer switch: the named op raises as if racefuzz had a bug (tests the internal path).
 SELFTEST_INTERNAL = "RACEFUZZ_SELFTEST_INTERNAL"
 
 
-def is_own_bug(e: BaseException) -> bool:
-    """Raised by this file's own code (its innermost frame is here), of a programming-error type.
-
-    ORT's native calls have no Python frame, so their errors also end here: they are told
-    apart by type (ORT raises its own classes, RuntimeError and ValueError).
-    """
-    if not isinstance(e, _OWN_BUG_TYPES):
-        return False
-    tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename in (
-        __file__,
-        handoff.__file__,
-        runs.__file__,
-        env_api.__file__,
-    )
-
-
-Handler = Callable[["Runtime", int, Mapping[str, Any]], Outcome]
+Handler = Callable[["Runtime", int, Mapping[str, Any]], StepResult]
 # Op name -> the step field whose name its handler makes ("session", "value"): such a step is
 # not skipped for naming something that does not exist yet. Filled by `makes`.
 _MAKES: dict[str, str] = {}
@@ -177,8 +83,8 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
         self.profiles = dict(profiles)
         self.models = dict(models)
         self.seed = seed
-        self.sessions: dict[str, _Session] = {}
-        self.values: dict[str, _Value] = {}
+        self.sessions: dict[str, Session] = {}
+        self.values: dict[str, Value] = {}
         self.runs_in_flight: dict[str, list[Any]] = {}  # RunOptions a `terminate` reaches
         self.terminate_armed: set[str] = set()
         self._lock = threading.Lock()  # guards the dicts; ORT calls run outside it
@@ -241,22 +147,20 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
 
     # --- ops ----------------------------------------------------------------------------
 
-    def step(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def step(self, index: int, step: Mapping[str, Any]) -> StepResult:
         op = step["op"]
         missing = self._missing_subject(step)
         if missing:
-            return {"ok": True, "check": None, "detail": f"skipped: {missing}"}
+            return StepResult.skip(Skip.MISSING, missing)
         try:
             if os.environ.get(SELFTEST_INTERNAL) == op:
                 raise KeyError(f"{SELFTEST_INTERNAL} asked this '{op}' to fail as a racefuzz bug")
             handler = getattr(self, "op_" + op)
-            result: Outcome = handler(index, step)
+            result: StepResult = handler(index, step)
             return result
         except Exception as e:  # ORT and EP errors are outcomes, not worker failures
-            outcome: Outcome = {"ok": False, "message": f"{type(e).__name__}: {e}", "check": None}
-            if is_own_bug(e):
-                outcome["internal"] = "".join(traceback.format_exception(e))
-            return outcome
+            own = "".join(traceback.format_exception(e)) if is_own_bug(e) else ""
+            return StepResult.error(f"{type(e).__name__}: {e}", internal=own)
 
     def _missing_subject(self, step: Mapping[str, Any]) -> str:
         """Why a step cannot run because an earlier step it depends on failed, or ''."""
@@ -270,7 +174,7 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
                 return f"peer {step['peer']} was not made"
         return ""
 
-    def teardown(self) -> Outcome:
+    def teardown(self) -> StepResult:
         """Drop what the schedule left alive, values first, as an application exiting would."""
         with self._lock:
             values, self.values = list(self.values.values()), {}
@@ -281,21 +185,21 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
             sessions.clear()
             gc.collect()
         except Exception as e:
-            return {"ok": False, "message": f"{type(e).__name__}: {e}", "check": None}
-        return {"ok": True}
+            return StepResult.error(f"{type(e).__name__}: {e}")
+        return StepResult()
 
-    def op_register(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_register(self, index: int, step: Mapping[str, Any]) -> StepResult:
         for name in [step["library"]] if step.get("library") else list(self.libraries):
             ort.register_execution_provider_library(name, self.libraries[name])
-        return {"ok": True}
+        return StepResult()
 
-    def op_unregister(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_unregister(self, index: int, step: Mapping[str, Any]) -> StepResult:
         for name in [step["library"]] if step.get("library") else list(self.libraries):
             ort.unregister_execution_provider_library(name)
-        return {"ok": True}
+        return StepResult()
 
     @makes("session")
-    def op_create(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_create(self, index: int, step: Mapping[str, Any]) -> StepResult:
         profile = self.profiles[step["profile"]]
         so = ort.SessionOptions()
         handoff.thread_options(so, profile)
@@ -315,19 +219,19 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
             # "EP Error" and carry on, hiding exactly what racefuzz looks for.
             sess = ort.InferenceSession(path, sess_options=so, enable_fallback=0)
         with self._lock:
-            self.sessions[step["session"]] = _Session(sess, profile, step["model"])
-        return {"ok": True}
+            self.sessions[step["session"]] = Session(sess, profile, step["model"])
+        return StepResult()
 
-    def _upload(self, profile: Profile, index: int, stream: Any = None) -> _Value:
+    def _upload(self, profile: Profile, index: int, stream: Any = None) -> Value:
         data = np.random.default_rng(self.seed * 1_000_003 + index).standard_normal(COPY_SHAPE)
         data = data.astype(np.float32)
         mem = self._memory_info(profile)
         dev = self._value(COPY_SHAPE, np.float32, mem)
         # `data` lives in the value: an upload still in flight on `stream` reads it later.
         self._copy(ort.OrtValue.ortvalue_from_numpy(data), dev, mem is None, stream)
-        return _Value(dev, data, profile, mem is None)
+        return Value(dev, data, profile, mem is None)
 
-    def _download(self, v: _Value, stream: Any = None) -> Outcome:
+    def _download(self, v: Value, stream: Any = None) -> StepResult:
         # `host` is kept alive here: the OrtValue only borrows its buffer, and reading the value
         # back through `.numpy()` after the array died would read freed memory.
         host = np.zeros_like(v.data)
@@ -336,13 +240,13 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
         data = v.data
         got = back.numpy()
         if got.tobytes() == data.tobytes():
-            return {"ok": True, "check": "ok"}
+            return StepResult.checked("ok")
         changed = int(np.count_nonzero(got != data))
         kind = "zeros" if not np.any(got) else "other bytes"
         detail = f"{changed} of {data.size} elements changed ({kind})"
-        return {"ok": True, "check": "corrupt-copy", "detail": detail}
+        return StepResult.checked("corrupt-copy", detail)
 
-    def op_copy(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_copy(self, index: int, step: Mapping[str, Any]) -> StepResult:
         # Modes: the upload goes on a stream of the profile's EP device (it may return before the
         # copy lands: ORT never syncs it); stream reads back on it, stream_unordered without one.
         profile = self.profiles[step["profile"]]
@@ -353,28 +257,28 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
             except Exception as e:  # ORT: "The execution provider does not support streams."
                 if "does not support streams" not in str(e):
                     raise
-                return {"ok": True, "check": None, "detail": "skipped: the EP has no streams"}
+                return StepResult.skip(Skip.UNSUPPORTED, "the EP has no streams")
         v = self._upload(profile, index, stream)
         return self._download(v, stream if step.get("mode") == "stream" else None)
 
     @makes("value")
-    def op_alloc(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_alloc(self, index: int, step: Mapping[str, Any]) -> StepResult:
         v = self._upload(self.profiles[step["profile"]], index)
         with self._lock:
             self.values[step["value"]] = v
         where = None if v.host_only else handoff.device_of(self, v.profile)
         check, detail = handoff.where_check([v.value], where)
-        return {"ok": True} if check == "ok" else {"ok": True, "check": check, "detail": detail}
+        return StepResult() if check == "ok" else StepResult.checked(check, detail)
 
-    def op_read(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_read(self, index: int, step: Mapping[str, Any]) -> StepResult:
         return self._download(self.values[step["value"]])
 
-    def op_free(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_free(self, index: int, step: Mapping[str, Any]) -> StepResult:
         with self._lock:
             v = self.values.pop(step["value"])
         del v
         gc.collect()
-        return {"ok": True}
+        return StepResult()
 
     def placement(self, session: str) -> dict[str, list[str]]:
         """Which EP took which node of a session's optimised graph ("OpType name")."""
@@ -384,9 +288,9 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
             taken.setdefault(str(sub.ep_name), []).extend(nodes)
         return taken
 
-    def op_release(self, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_release(self, index: int, step: Mapping[str, Any]) -> StepResult:
         with self._lock:
             s = self.sessions.pop(step["session"])
         del s
         gc.collect()
-        return {"ok": True}
+        return StepResult()

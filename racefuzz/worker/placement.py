@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any
 
-from racefuzz.worker.ops import Profile, Runtime
+from racefuzz.worker.base import Profile
+from racefuzz.worker.ops import Runtime
 
 
 def placement(job: dict[str, Any], register: bool = True) -> dict[str, dict[str, Any]]:

@@ -9,8 +9,8 @@ the testbed's graph is one fused kernel, so a flag set mid-run either beats comp
 late). A run that ends with ORT's terminate error is no finding: it is recorded as ok with a
 detail; what the session computes afterwards is checked as usual.
 
-Part of the worker's ops (`Runtime` mixes `RunOps` in); like `ops.py` it imports only the
-stdlib, numpy and onnxruntime, and `repro.py` embeds it.
+Part of the worker's ops (`Runtime` mixes `RunOps` in); imports only the stdlib, onnxruntime and
+`base`/`protocol`, and `repro.py` embeds it.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-import numpy as np
 import onnxruntime as ort
 
-if TYPE_CHECKING:
-    from racefuzz.worker.ops import Outcome, _Session
+from racefuzz.worker.base import Host, Session, compare, own_code
+from racefuzz.worker.protocol import Skip, StepResult
+
+own_code(__file__)
 
 # ORT's words for a run stopped by RunOptions.terminate (run raises them; run_async hands them
 # to the callback as its error).
@@ -34,22 +35,8 @@ TERMINATED = "Exiting due to terminate flag being set to true."
 NO_ASYNC_POOL = "intra op thread pool must have at least one thread for RunAsync"
 
 
-class _Host(Protocol):
-    """What the handlers here use of `Runtime`."""
-
-    sessions: dict[str, _Session]
-    runs_in_flight: dict[str, list[Any]]  # session -> RunOptions of its runs in flight
-    terminate_armed: set[str]  # sessions whose next run starts terminated
-    rtol: float
-    atol: float
-    _lock: threading.Lock
-
-    def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]: ...
-    def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]: ...
-
-
 @contextmanager
-def in_flight(host: _Host, session: str) -> Iterator[Any]:
+def in_flight(host: Host, session: str) -> Iterator[Any]:
     """A fresh RunOptions for one run of `session`, registered for `terminate` while in use."""
     options = ort.RunOptions()
     with host._lock:
@@ -64,19 +51,17 @@ def in_flight(host: _Host, session: str) -> Iterator[Any]:
             host.runs_in_flight[session].remove(options)
 
 
-def _terminated(session: str) -> Outcome:
-    return {"ok": True, "check": None, "detail": f"terminated: {session} stopped by terminate"}
+def _terminated(session: str) -> StepResult:
+    return StepResult(detail=f"terminated: {session} stopped by terminate")
 
 
-def _checked(host: _Host, s: _Session, feeds: Mapping[str, Any], outputs: Any) -> Outcome:
-    from racefuzz.worker.ops import compare  # ops imports this module first
-
+def _checked(host: Host, s: Session, feeds: Mapping[str, Any], outputs: Any) -> StepResult:
     check, detail = compare(outputs, host._reference(s.model, feeds), host.rtol, host.atol)
-    return {"ok": True, "check": check, "detail": detail}
+    return StepResult.checked(check, detail)
 
 
 class RunOps:
-    def op_run(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_run(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         s = self.sessions[step["session"]]
         feeds = self._feeds(index, s.session)
         with in_flight(self, step["session"]) as options:
@@ -88,7 +73,7 @@ class RunOps:
                 raise
         return _checked(self, s, feeds, outputs)
 
-    def op_run_async(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_run_async(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         s = self.sessions[step["session"]]
         feeds = self._feeds(index, s.session)
         done, box = threading.Event(), dict[str, Any]()
@@ -102,7 +87,7 @@ class RunOps:
                 s.session.run_async(None, feeds, finished, None, options)
             except Exception as e:
                 if NO_ASYNC_POOL in str(e):
-                    return {"ok": True, "check": None, "detail": f"skipped: {NO_ASYNC_POOL}"}
+                    return StepResult.skip(Skip.UNSUPPORTED, NO_ASYNC_POOL)
                 raise
             # No timeout of its own: a callback that never comes is the step timeout's hang.
             done.wait()
@@ -110,10 +95,10 @@ class RunOps:
         if TERMINATED in err:
             return _terminated(step["session"])
         if err:
-            return {"ok": False, "message": f"RunAsync: {err}", "check": None}
+            return StepResult.error(f"RunAsync: {err}")
         return _checked(self, s, feeds, box["results"])
 
-    def op_terminate(self: _Host, index: int, step: Mapping[str, Any]) -> Outcome:
+    def op_terminate(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         name = step["session"]
         with self._lock:
             runs = list(self.runs_in_flight.get(name, ()))
@@ -122,5 +107,5 @@ class RunOps:
         for options in runs:
             options.terminate = True
         if runs:
-            return {"ok": True, "detail": f"{len(runs)} run(s) of {name} in flight told to stop"}
-        return {"ok": True, "detail": f"no run of {name} in flight: its next run starts terminated"}
+            return StepResult(detail=f"{len(runs)} run(s) of {name} in flight told to stop")
+        return StepResult(detail=f"no run of {name} in flight: its next run starts terminated")

@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import traceback
 
 import numpy  # noqa: F401  (imported here so that children inherit it)
 import onnxruntime  # noqa: F401
@@ -51,6 +52,13 @@ def _child(request: dict[str, object], zygote: int) -> None:
     os._exit(0)
 
 
+def _report(request: dict[str, object]) -> None:
+    """The child's own failure before its worker could report one: the `internal` event, in the
+    events file, so that the parent knows it for racefuzz's (exit code 70 alone says nothing)."""
+    with contextlib.suppress(Exception), open(str(request["events"]), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"ev": "internal", "traceback": traceback.format_exc()}) + "\n")
+
+
 def serve() -> None:
     out = sys.stdout
     for line in sys.stdin:
@@ -61,8 +69,10 @@ def serve() -> None:
         if pid == 0:
             try:
                 _child(request, me)
+            except Exception:
+                _report(request)
             finally:
-                os._exit(WORKER_BUG_EXIT)  # not even the report got out
+                os._exit(WORKER_BUG_EXIT)
         try:
             out.write(json.dumps({"pid": pid}) + "\n")
             out.flush()

@@ -1,0 +1,148 @@
+"""What the worker's ops share: the profile as the worker sees it, the sessions and values a
+schedule builds, the data checks, `Host` (what an op mixin may use of `Runtime`) and the test
+that tells racefuzz's own bugs from what ORT and the EP do.
+
+`ops.py` builds `Runtime` from the mixins in `handoff.py`, `runs.py` and `env_api.py`; they all
+import this module and none imports another op module, so none waits on another's import.
+Like them it imports only the stdlib, numpy and onnxruntime: `repro.py` embeds it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+ATOL = 1e-4
+RTOL = 1e-4
+COPY_SHAPE = (4, 64)
+
+
+@dataclass
+class Profile:
+    """A profile as the worker sees it (already resolved from the target's aliases)."""
+
+    name: str
+    library: str | None
+    ep_name: str
+    options: Mapping[str, str]
+    device_type: str | None = None
+    vendor_id: int | None = None
+    intra_op_threads: int | None = None
+    session_config: Mapping[str, str] = field(default_factory=dict)
+    device_index: int | None = None  # the EP device's hardware device_id; None: any
+    thread_pools: str = "session"  # or "global": the process's pools (handoff.thread_options)
+    execution_mode: str = "sequential"  # or "parallel"
+    inter_op_threads: int | None = None
+
+    @staticmethod
+    def from_json(name: str, d: Mapping[str, Any]) -> Profile:
+        return Profile(
+            name=name,
+            library=d.get("library"),
+            ep_name=d["ep_name"],
+            options=dict(d.get("provider_options", {})),
+            device_type=d.get("device_type"),
+            vendor_id=d.get("vendor_id"),
+            intra_op_threads=d.get("intra_op_threads"),
+            session_config=dict(d.get("session_config", {})),
+            device_index=d.get("device_index"),
+            thread_pools=d.get("thread_pools", "session"),
+            execution_mode=d.get("execution_mode", "sequential"),
+            inter_op_threads=d.get("inter_op_threads"),
+        )
+
+
+@dataclass
+class Session:
+    session: Any
+    profile: Profile
+    model: str
+
+
+@dataclass
+class Value:
+    value: Any
+    data: np.ndarray[Any, Any]
+    profile: Profile
+    host_only: bool  # the profile's EP computes in host memory: no device copies
+
+
+class Host(Protocol):
+    """What the op mixins use of `Runtime`."""
+
+    profiles: dict[str, Profile]
+    sessions: dict[str, Session]
+    runs_in_flight: dict[str, list[Any]]  # session -> RunOptions of its runs in flight
+    terminate_armed: set[str]  # sessions whose next run starts terminated
+    env_api: str | None  # racefuzz/native/envapi.c built, for `share`; None: not here
+    rtol: float
+    atol: float
+    _lock: threading.Lock
+
+    def _devices(self, profile: Profile) -> list[Any]: ...
+    def _memory_info(self, profile: Profile) -> Any: ...
+    def _value(self, shape: Sequence[int], dtype: Any, mem: Any) -> Any: ...
+    def _copy(self, src: Any, dst: Any, host_only: bool, stream: Any = None) -> None: ...
+    def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]: ...
+    def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]: ...
+
+
+def compare(
+    actual: Sequence[Any], expected: Sequence[Any], rtol: float = RTOL, atol: float = ATOL
+) -> tuple[str, str]:
+    """("ok" | "zeroed" | "mismatch", detail) for outputs against the reference."""
+    for k, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        a, e = np.asarray(a), np.asarray(e)
+        if a.shape != e.shape:
+            return "mismatch", f"output {k}: shape {list(a.shape)}, expected {list(e.shape)}"
+        if not np.any(a) and np.any(e):
+            return "zeroed", f"output {k}: all zeros"
+        if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
+            diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+            at = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
+            return "mismatch", f"output {k}: max |diff| {float(np.nanmax(diff)):.3g} at {list(at)}"
+    return "ok", ""
+
+
+def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray[Any, Any]]:
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray[Any, Any]] = {}
+    for inp in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        if "float" in inp.type:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+        else:
+            feeds[inp.name] = rng.integers(0, 4, size=shape).astype(np.int64)
+    return feeds
+
+
+# Exception types that ORT's Python API does not raise for what an EP does: raised in the op
+# modules, they are a bug in racefuzz (a missing handler, a wrong call), never an EP finding.
+_OWN_BUG_TYPES = (AttributeError, KeyError, NameError, TypeError, IndexError, AssertionError)
+# The files of the op modules: each adds its own when imported (`own_code`), so that this module
+# needs none of them (and repro.py's embedded copies, named after no real file, count too).
+_OWN_FILES: set[str] = {__file__}
+
+
+def own_code(file: str) -> None:
+    """Counts `file` (a module's `__file__`) among the op modules for `is_own_bug`."""
+    _OWN_FILES.add(file)
+
+
+def is_own_bug(e: BaseException) -> bool:
+    """Raised by the op modules' own code (its innermost frame is there), of a programming-error
+    type.
+
+    ORT's native calls have no Python frame, so their errors also end there: they are told
+    apart by type (ORT raises its own classes, RuntimeError and ValueError).
+    """
+    if not isinstance(e, _OWN_BUG_TYPES):
+        return False
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename in _OWN_FILES
