@@ -3,13 +3,16 @@ schedule reproduces it (`CampaignState.adopt`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from racefuzz.campaign import store as campaign_store
 from racefuzz.campaign.state import CampaignState, FindingRecord
+from racefuzz.judge.identity import ClusterState
 from racefuzz.judge.outcome import Exit, Finding, RunResult
+from racefuzz.schedule.json_io import dumps
 from racefuzz.schedule.model import Op, Schedule, Step
 
 
@@ -68,7 +71,7 @@ def test_without_that_only_the_same_minimal_schedule_makes_a_duplicate() -> None
 
 def shrunk(rec: FindingRecord, k: int, n: int) -> FindingRecord:
     rec.reproduction, rec.bundle = (k, n), Path(f"bundle-{rec.finding.overlap}")
-    rec.state = f"shrunk, reproduced {k}/{n}"
+    rec.status = ClusterState.SHRUNK
     return rec
 
 
@@ -149,7 +152,7 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
     # Its own shrink ends with a longer schedule, or (as 'create' in campaign 9 on the H200,
     # seen twice) with none that reproduced, while a duplicate had shrunk to its race.
     runs = record("run", runs_race(3))
-    runs.state, runs.minimal = "shrinking", None
+    runs.status, runs.minimal = ClusterState.SHRINKING, None
     bystander = shrunk(record("run+terminate", runs_race(0), "overlap|run"), 18, 20)
     bystander.cut_short = True  # its shrink's budget ran out: --shrink-only goes on with it
     state = state_of(runs, bystander)
@@ -159,7 +162,8 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
         runs.minimal = runs_race(3)
         shrunk(runs, 5, 20)
     else:
-        runs.bundle, runs.state = Path("bundle-run"), "not reproduced (0/20)"
+        runs.bundle, runs.status = Path("bundle-run"), ClusterState.NOT_REPRODUCED
+        runs.reproduction = (0, 20)
     state.mark_duplicate(runs)
     adopted = state.findings["overlap|run"]  # (mypy would hold `runs.minimal` None)
     assert (adopted.minimal, adopted.reproduction, adopted.bundle) == (
@@ -173,7 +177,7 @@ def test_a_cluster_still_shrinking_takes_its_duplicates_schedule_when_done(
 
 def test_shrink_only_retries_what_did_not_reproduce_or_seldom_does_and_goes_on_from_a_cut() -> None:
     rec = record("copy", runs_race(0))
-    rec.minimal, rec.bundle, rec.state = None, Path("bundle-copy"), "not reproduced (0/20)"
+    rec.minimal, rec.bundle, rec.status = None, Path("bundle-copy"), ClusterState.NOT_REPRODUCED
     assert not campaign_store.needs_shrinking(rec)  # nothing to retry from: no failing run
     rec.smallest_result = RunResult(rec.smallest, (), Exit.CRASH, signal="SIGSEGV")
     assert not campaign_store.needs_shrinking(rec)
@@ -196,3 +200,47 @@ def test_shrink_only_retries_what_did_not_reproduce_or_seldom_does_and_goes_on_f
     assert campaign_store.best_so_far(rec) == runs_race(0)
     rec.duplicate_of = "overlap|create"
     assert not campaign_store.needs_shrinking(rec, retry_unreproduced=True)
+
+
+def test_a_clusters_state_is_typed_and_its_line_is_rendered_from_it() -> None:
+    rec = shrunk(record("copy", runs_race(0)), 9, 10)
+    assert rec.state == "shrunk, reproduced 9/10"
+    rec.cut_short = True
+    rec.retry = "shrinking it again found no better reproducer (4 steps, 1/10)"
+    rec.note("same minimal schedule as 'overlap|run'")
+    rec.note("same minimal schedule as 'overlap|run'")  # said once
+    assert rec.state == (
+        "shrunk, reproduced 9/10, its budget ran out before it was 1-minimal; shrinking it "
+        "again found no better reproducer (4 steps, 1/10), same minimal schedule as 'overlap|run'"
+    )
+    rec.status, rec.reproduction, rec.notes = ClusterState.NOT_REPRODUCED, (0, 0), []
+    assert rec.state == "not reproduced (its budget ran out before any replay)"
+    # What folders of earlier releases hold is their state line only: read back by its head.
+    lines = {
+        "shrunk, reproduced 18/20 (the minimal schedule of 'overlap|run')": ClusterState.SHRUNK,
+        "not shrunk (time is up)": ClusterState.TIME_UP,
+        "not shrunk": ClusterState.NOT_SHRUNK,
+        "not reproduced (0/20)": ClusterState.NOT_REPRODUCED,
+        "known issue (not shrunk)": ClusterState.KNOWN,
+        "": ClusterState.NEW,
+    }
+    assert {line: ClusterState.read(line) for line in lines} == lines
+
+
+def test_an_entry_without_its_status_restores_from_its_state_line(tmp_path: Path) -> None:
+    finding = Finding("error", "run", "boom", ("testbed",))
+    schedule = runs_race(0)
+    (tmp_path / "findings").mkdir()
+    original = tmp_path / "findings" / "a.json"
+    original.write_text(dumps(schedule))
+    entry = {**finding.to_json(), "original": "findings/a.json", "count": 2}
+    entry.update(state="known issue (not shrunk)", duplicate_of="error|copy|boom")
+    (tmp_path / "findings.json").write_text(json.dumps({"findings": [entry]}))
+    (rec,) = campaign_store.restore(tmp_path)
+    # No failing run kept and no bundle: it is "not shrunk" whatever the line said.
+    assert rec.status is ClusterState.NOT_SHRUNK and rec.count == 2
+    assert rec.state == "not shrunk, a duplicate of 'error|copy|boom'"
+    entry.update(status="shrinking", notes=["the same defect as 'error|copy|boom'"])
+    (tmp_path / "findings.json").write_text(json.dumps({"findings": [entry]}))
+    (rec,) = campaign_store.restore(tmp_path)
+    assert rec.state == "not shrunk, the same defect as 'error|copy|boom'"

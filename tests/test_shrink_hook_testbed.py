@@ -37,8 +37,8 @@ def test_a_spent_budget_is_said_and_a_further_shrink_that_fails_keeps_the_bundle
     hook(rec, S3, failing, None)
     assert (rec.minimal, rec.reproduction, rec.bundle) == (S3, (18, 20), earlier)
     assert rec.state == (
-        "shrunk, reproduced 18/20; shrinking it again found no better reproducer "
-        "(none reproduced, 0/0)"
+        "shrunk, reproduced 18/20, its budget ran out before it was 1-minimal; "
+        "shrinking it again found no better reproducer (none reproduced, 0/0)"
     )
     assert {p for p in tmp_path.iterdir() if p.is_dir()} == bundles  # its bundle was removed
 
@@ -63,7 +63,7 @@ def test_shrinking_again_keeps_the_better_reproducer(testbed_library: Path, tmp_
     # One shorter than any this shrink can reach stays, with its bundle; the new one goes.
     shorter = Schedule(S3.threads, S3.steps[:2])
     bundles = {p for p in tmp_path.iterdir() if p.is_dir()}
-    rec.minimal, rec.reproduction, rec.bundle = shorter, (20, 20), weak
+    rec.minimal, rec.reproduction, rec.bundle, rec.cut_short = shorter, (20, 20), weak, False
     hook(rec, S3, failing, None)
     assert (rec.minimal, rec.reproduction, rec.bundle) == (shorter, (20, 20), weak)
     assert rec.state.startswith("shrunk, reproduced 20/20; shrinking it again found no better")

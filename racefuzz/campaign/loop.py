@@ -42,6 +42,7 @@ from racefuzz.execute.executor import Launcher
 from racefuzz.execute.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.execute.zygote_pool import available as zygote_available
 from racefuzz.judge.baseline import Baselines
+from racefuzz.judge.identity import ClusterState
 from racefuzz.judge.outcome import Exit, Finding, RunResult
 from racefuzz.schedule.model import Schedule
 from racefuzz.strategies.space import space_for
@@ -153,9 +154,10 @@ class Campaign:
         finally:
             executor.kill_all()  # every worker, those of abandoned tasks too (a hung EP's)
             stopped = self.state.interrupted or bool(self.write_error)
+            unfinished = (ClusterState.NEW, ClusterState.SHRINKING, ClusterState.INTERRUPTED)
             for rec in self.state.findings.values():
-                if rec.state in ("new", "shrinking", "not shrunk (interrupted)"):
-                    rec.state = "not shrunk (interrupted)" if stopped else "not shrunk (time is up)"
+                if rec.status in unfinished:
+                    rec.status = ClusterState.INTERRUPTED if stopped else ClusterState.TIME_UP
             self.state.done = True
         return self.state
 
@@ -331,13 +333,13 @@ class Campaign:
         far) in a job slot; known issues are listed, not shrunk."""
         hook = self.shrink_hook
         if rec.known:
-            rec.state = "known issue (not shrunk)"
+            rec.status = ClusterState.KNOWN
             return
         if not self.config.shrink or hook is None or rec.smallest_result is None:
             return
 
         def shrink(launcher: Launcher | None) -> None:
-            rec.state = "shrinking"
+            rec.status = ClusterState.SHRINKING
             assert rec.smallest_result is not None
             # A retried shrink's bundle, one a cut-short shrink left, or a cluster's own that a
             # duplicate's better one replaced: once no cluster lists it, it goes.

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from racefuzz.judge.baseline import ALONE
+from racefuzz.judge.identity import ClusterState
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.schedule.json_io import dumps
 from racefuzz.schedule.model import Schedule
@@ -36,7 +37,7 @@ class FindingRecord:
     original: Path  # the first schedule of the cluster, on disk from the moment it was seen
     smallest: Schedule  # the cluster's smallest member so far
     smallest_result: RunResult | None  # a failing run of `smallest` (None: lost, not shrinkable)
-    state: str = "new"  # new | shrinking | shrunk (k/n) | not reproduced (k/n) | ...
+    status: ClusterState = ClusterState.NEW
     minimal: Schedule | None = None  # the shrunk schedule, once it reproduced
     reproduction: tuple[int, int] | None = None
     bundle: Path | None = None
@@ -51,6 +52,27 @@ class FindingRecord:
     # Its minimal schedule is where a shrink stopped when its time budget ran out, before it
     # was shown 1-minimal (the bundle's shrink statistics say so): `--shrink-only` goes on.
     cut_short: bool = False
+    adopted_from: str | None = None  # the duplicate whose minimal schedule became this one's
+    retry: str = ""  # what a shrink again from a reproducer found, when it kept the old one
+    notes: list[str] = field(default_factory=list)  # why it is a duplicate, said once each
+
+    @property
+    def state(self) -> str:
+        """The state line: "shrunk, reproduced 9/10, its budget ran out before it was
+        1-minimal, same minimal schedule as 'crash|SIGSEGV|run'"."""
+        text = self.status.describe(self.reproduction)
+        if self.status is ClusterState.SHRUNK:
+            if self.adopted_from is not None:
+                text += f" (the minimal schedule of '{self.adopted_from}')"
+            elif self.cut_short:
+                text += ", its budget ran out before it was 1-minimal"
+            if self.retry:
+                text += f"; {self.retry}"
+        return "".join([text, *(f", {note}" for note in self.notes)])
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     @property
     def signature_count(self) -> int:
@@ -93,7 +115,8 @@ class FindingRecord:
         self.count += 1
         if len(self.signatures) < MAX_SIGNATURES_KEPT:
             self.signatures.add(finding.signature)
-        if self.state == "new" and len(result.schedule.steps) < len(self.smallest.steps):
+        smaller = len(result.schedule.steps) < len(self.smallest.steps)
+        if self.status is ClusterState.NEW and smaller:
             self.smallest, self.smallest_result = result.schedule, result
             return True
         return False
@@ -189,7 +212,7 @@ class CampaignState:
             other = self.findings.get(rec.shrunk_to)
             if other is not None and other.duplicate_of is None:
                 rec.duplicate_of = other.cluster
-                rec.state += f", shrank to the race of '{other.cluster}'"
+                rec.note(f"shrank to the race of '{other.cluster}'")
                 return True
         if rec.duplicate_of is not None:  # of one defect with another cluster, since it opened
             return True
@@ -200,7 +223,7 @@ class CampaignState:
             same_kind = bool(other.finding.misuse) == bool(rec.finding.misuse)
             if same_kind and _story(other.minimal) & mine:
                 rec.duplicate_of = other.cluster
-                rec.state += f", same minimal schedule as '{other.cluster}'"
+                rec.note(f"same minimal schedule as '{other.cluster}'")
                 return True
         return False
 
@@ -222,7 +245,7 @@ class CampaignState:
         other = self.same_defect(rec.finding)
         if other is not None and rec.duplicate_of is None:
             rec.duplicate_of = other.cluster
-            rec.state += f", the same defect as '{other.cluster}'"
+            rec.note(f"the same defect as '{other.cluster}'")
 
     def adopt(self, dup: FindingRecord) -> None:
         """A duplicate's minimal schedule reproduces the bug of the cluster it repeats. When it is
@@ -231,7 +254,7 @@ class CampaignState:
         example of each distinct failure whichever shrink found it: the shrink of
         `[create || create]; [run || run]` may end at 8 steps while its bystander's ends at 5."""
         primary = self.findings.get(dup.duplicate_of or "")
-        if primary is None or primary.state == "shrinking" or not reproducer(dup):
+        if primary is None or primary.status is ClusterState.SHRINKING or not reproducer(dup):
             return
         if reproducer(primary) and _preference(primary) <= _preference(dup):
             return
@@ -242,8 +265,7 @@ class CampaignState:
             dup.bundle,
             dup.cut_short,  # a fact of that bundle's shrink, as a restore would read it
         )
-        k, n = dup.reproduction
-        primary.state = f"shrunk, reproduced {k}/{n} (the minimal schedule of '{dup.cluster}')"
+        primary.status, primary.adopted_from, primary.retry = ClusterState.SHRUNK, dup.cluster, ""
 
 
 def reproducer(rec: FindingRecord) -> bool:
@@ -311,7 +333,7 @@ class AloneUnderOverlap:
         shape = self._shape.setdefault(finding.symptom, finding.overlap)
         if shape != finding.overlap and rec.duplicate_of is None:
             rec.duplicate_of = replace(finding, overlap=shape).cluster
-            rec.state += f", fails alone as '{rec.duplicate_of}' does"
+            rec.note(f"fails alone as '{rec.duplicate_of}' does")
 
     def route(self, finding: Finding) -> Finding:
         if not finding.overlap:

@@ -27,7 +27,7 @@ from typing import Any
 from racefuzz.atomic_file import write_text
 from racefuzz.campaign.state import FindingRecord, Totals, dependable
 from racefuzz.errors import RacefuzzError
-from racefuzz.judge.identity import ShrinkStop
+from racefuzz.judge.identity import ClusterState, ShrinkStop
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report.bundle import TMP_BUNDLE_PREFIX
 from racefuzz.report.run_json import finding_from_json, run_from_json, run_to_json
@@ -185,13 +185,18 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
         original,
         smallest=run.schedule if run is not None else first,
         smallest_result=run,
-        state=str(e.get("state") or "new"),
+        status=_status(e),
         duplicate_of=e.get("duplicate_of"),
         shrunk_to=e.get("shrunk_to"),
         earlier_signatures=int(e.get("signatures") or 0),
+        adopted_from=e.get("adopted_from"),
+        retry=str(e.get("retry") or ""),
+        notes=[str(n) for n in e.get("notes") or [] if isinstance(n, str)],
     )
+    if "status" not in e and rec.duplicate_of is not None:  # an earlier release's entry
+        rec.note(f"a duplicate of '{rec.duplicate_of}'")
     if bundle is None:
-        rec.state = "not shrunk (interrupted)" if run is not None else "not shrunk"
+        rec.status = ClusterState.INTERRUPTED if run is not None else ClusterState.NOT_SHRUNK
         return rec
     rec.bundle = bundle
     try:
@@ -204,10 +209,19 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
         rec.minimal = minimal
         rec.cut_short = _stopped(bundle) is ShrinkStop.BUDGET
         if listed is None:  # adopted: the run that wrote it was killed before listing it
-            rec.state = f"shrunk, reproduced {k}/{n}"
+            rec.status = ClusterState.SHRUNK
     elif listed is None:
-        rec.state = f"not reproduced ({k}/{n})"
+        rec.status = ClusterState.NOT_REPRODUCED
     return rec
+
+
+def _status(e: dict[str, Any]) -> ClusterState:
+    """A restored cluster's state: stored as `status`, or read from the state line that
+    folders of earlier releases hold only (a bundle's own reproduction rate is read apart)."""
+    try:
+        return ClusterState(str(e.get("status")))
+    except ValueError:
+        return ClusterState.read(str(e.get("state") or ""))
 
 
 def _stopped(bundle: Path) -> ShrinkStop | None:

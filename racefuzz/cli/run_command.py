@@ -31,7 +31,7 @@ from racefuzz.errors import BUG_EXIT, RacefuzzError, report_internal
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
 from racefuzz.judge.baseline import Baselines
-from racefuzz.judge.identity import ShrinkStop
+from racefuzz.judge.identity import ClusterState, ShrinkStop
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report.bundle import create_folder
 from racefuzz.schedule import contract
@@ -232,13 +232,13 @@ def make_shrink_hook(
             same = result.final == record.minimal  # then the newer shrink's facts stand
             if not result.confirmed or (not same and preference(result.final, (k, n)) > old):
                 shutil.rmtree(bundle, ignore_errors=True)
-                was = "shrunk, reproduced {}/{}; ".format(*record.reproduction)
                 got = f"{len(result.final.steps)} steps" if result.confirmed else "none reproduced"
-                got += f", {k}/{n}"
-                record.state = was + f"shrinking it again found no better reproducer ({got})"
+                record.retry = f"shrinking it again found no better reproducer ({got}, {k}/{n})"
+                record.status = ClusterState.SHRUNK  # the reproducer it had stands
                 return
         record.reproduction = (k, n)
         record.bundle = bundle
+        record.adopted_from, record.retry = None, ""
         if result.confirmed:
             record.minimal = result.final
             failed = result.last_failure.findings if result.last_failure else ()
@@ -247,12 +247,9 @@ def make_shrink_hook(
                 None,
             )
             record.cut_short = result.stopped is ShrinkStop.BUDGET
-            cut = ", its budget ran out before it was 1-minimal" if record.cut_short else ""
-            record.state = f"shrunk, reproduced {k}/{n}{cut}"
-        elif n == 0:  # the budget went on measuring the original: nothing was replayed
-            record.state = "not reproduced (its budget ran out before any replay)"
+            record.status = ClusterState.SHRUNK
         else:
-            record.state = f"not reproduced ({k}/{n})"
+            record.status = ClusterState.NOT_REPRODUCED
 
     return hook
 

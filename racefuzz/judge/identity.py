@@ -104,7 +104,8 @@ class ShrinkStop(StrEnum):
 
 
 class ClusterState(StrEnum):
-    """Where a campaign's cluster stands (shown, with its note, in dashboards and summaries)."""
+    """Where a campaign's cluster stands. The value is the head of the cluster's state line in
+    dashboards, summaries and findings.json (`FindingRecord.state` adds the rate and notes)."""
 
     NEW = "new"
     SHRINKING = "shrinking"
@@ -114,14 +115,26 @@ class ClusterState(StrEnum):
     INTERRUPTED = "not shrunk (interrupted)"
     TIME_UP = "not shrunk (time is up)"
     KNOWN = "known issue (not shrunk)"
-    SHRINK_FAILED = "shrink failed"
 
     def describe(self, reproduction: tuple[int, int] | None = None) -> str:
-        if reproduction is not None and self in (ClusterState.SHRUNK, ClusterState.NOT_REPRODUCED):
-            k, n = reproduction
+        """The state with its measured rate: "shrunk, reproduced 9/10", "not reproduced (0/20)"."""
+        if reproduction is None:
+            return self.value
+        k, n = reproduction
+        if self is ClusterState.SHRUNK:
+            return f"shrunk, reproduced {k}/{n}"
+        if self is ClusterState.NOT_REPRODUCED:
             return (
-                f"{self.value}, reproduced {k}/{n}"
-                if self is ClusterState.SHRUNK
-                else (f"{self.value} {k}/{n}")
+                f"not reproduced ({k}/{n})"
+                if n
+                else "not reproduced (its budget ran out before any replay)"
             )
         return self.value
+
+    @staticmethod
+    def read(text: str) -> ClusterState:
+        """The state a findings.json entry's state line starts with: the one place that reads
+        that text, for folders whose entries (written before `status` was stored) have no
+        other record of it."""
+        heads = sorted(ClusterState, key=lambda c: len(c.value), reverse=True)
+        return next((c for c in heads if text.startswith(c.value)), ClusterState.NEW)
