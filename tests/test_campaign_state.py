@@ -4,12 +4,13 @@ schedule reproduces it (`CampaignState.adopt`)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from racefuzz.campaign import store as campaign_store
-from racefuzz.campaign.state import CampaignState, FindingRecord
+from racefuzz.campaign.state import AloneUnderOverlap, CampaignState, FindingRecord
 from racefuzz.judge.identity import ClusterState
 from racefuzz.judge.outcome import Exit, Finding, RunResult
 from racefuzz.schedule.json_io import dumps
@@ -244,3 +245,32 @@ def test_an_entry_without_its_status_restores_from_its_state_line(tmp_path: Path
     (tmp_path / "findings.json").write_text(json.dumps({"findings": [entry]}))
     (rec,) = campaign_store.restore(tmp_path)
     assert rec.state == "not shrunk, the same defect as 'error|copy|boom'"
+
+
+def test_a_symptom_that_fails_alone_leaves_the_overlap_cluster_it_opened_to_the_race() -> None:
+    # As on webgpu: a placement error that fails alone opened 'overlap|copy+run' first; the
+    # race after that shape ("CommandEncoder is already finished") needs the cluster.
+    alone, state = AloneUnderOverlap(), CampaignState()
+    placement = Finding("error", "alloc", "DLPack export is not supported", ("webgpu",), 3)
+    race_error = replace(placement, message="CommandEncoder is already finished", overlap="run")
+
+    def opened(f: Finding) -> FindingRecord:
+        rec = FindingRecord(f, 1, 0.0, Path("x.json"), Schedule(1, ()), None)
+        state.findings[rec.cluster] = rec
+        return rec
+
+    after_overlap = replace(placement, overlap="copy+run")
+    assert alone.route(after_overlap) == after_overlap  # nothing learnt yet: the overlap decides
+    mixed = opened(replace(placement, overlap="create", origin="interleaving"))
+    assert alone.learn(state, mixed) is None and alone.route(after_overlap) == after_overlap
+    first = opened(replace(after_overlap, origin="alone"))
+    assert alone.learn(state, first) is first  # moved to its symptom's cluster
+    assert first.cluster == "error|alloc|DLPack export is not supported"
+    assert set(state.findings) == {"overlap|create", first.cluster}  # 'overlap|copy+run' free
+    assert alone.route(replace(placement, overlap="run")).cluster == first.cluster
+    assert alone.route(race_error) == race_error  # another symptom keeps its overlap
+    # A second cluster it opened before that baseline ended is counted into the first.
+    second = opened(replace(placement, overlap="copy", origin="alone"))
+    second.signatures = {"a", "b"}
+    assert alone.learn(state, second) is first
+    assert "overlap|copy" not in state.findings and first.count == 2 and first.signatures >= {"a"}

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
-from racefuzz.campaign.state import AloneUnderOverlap, FindingRecord
 from racefuzz.judge.oracles import judge, normalise, overlap_shape
-from racefuzz.judge.outcome import Check, Exit, Finding, RunResult, StepOutcome
+from racefuzz.judge.outcome import Check, Exit, RunResult, StepOutcome
 from racefuzz.schedule.model import Op, Schedule, Step
 
 SCHED = Schedule(
@@ -168,29 +166,3 @@ def test_a_crash_on_an_ort_thread_is_the_crash_of_the_op_in_flight_that_works_th
     )
     plain = replace(crash, in_flight=(4,))  # nothing in flight works on ORT's threads
     assert judge(plain).findings[0].cluster == "crash|SIGSEGV|feed"
-
-
-def test_a_symptom_that_fails_alone_stays_in_the_first_cluster_it_opened() -> None:
-    alone = AloneUnderOverlap()
-    first = Finding("error", "alloc", "DLPack export is not supported", ("webgpu",), 3)
-    later = replace(first, overlap="copy+run")
-    other = replace(first, message="CommandEncoder is already finished", overlap="run")
-
-    def record(f: Finding) -> FindingRecord:
-        return FindingRecord(f, 1, 0.0, Path("x.json"), Schedule(1, ()), None)
-
-    assert alone.route(later) == later  # nothing learnt yet: the overlap decides
-    alone.learn(record(replace(first, overlap="create", origin="interleaving")))
-    assert alone.route(later) == later  # an interleaving finding teaches nothing
-    opened = record(replace(first, origin="alone"))  # a symptom cluster that fails alone
-    alone.learn(opened)
-    assert opened.duplicate_of is None
-    assert (
-        alone.route(later).cluster == first.cluster == "error|alloc|DLPack export is not supported"
-    )
-    assert alone.route(other) == other  # another symptom keeps its overlap
-    # A cluster opened under an overlap before that baseline ended is its duplicate.
-    early = record(replace(first, overlap="copy", origin="alone"))
-    alone.learn(early)
-    assert early.duplicate_of == first.cluster and early.verdict == "duplicate"
-    assert alone.route(later).cluster == first.cluster  # the first one learnt stays

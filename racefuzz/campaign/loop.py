@@ -20,11 +20,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import heapq
 import itertools
 import shutil
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -36,12 +34,13 @@ from racefuzz.campaign import store as campaign_store
 from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
 from racefuzz.campaign.state import AloneUnderOverlap, CampaignState, FindingRecord
+from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue, guarded
 from racefuzz.errors import InternalError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
 from racefuzz.execute.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.execute.zygote_pool import available as zygote_available
-from racefuzz.judge.baseline import Baselines
+from racefuzz.judge.baseline import ALONE, Baselines
 from racefuzz.judge.identity import ClusterState
 from racefuzz.judge.outcome import Exit, Finding, RunResult
 from racefuzz.schedule.model import Schedule
@@ -54,7 +53,6 @@ OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, e
 PERSIST_TICKS = 10  # of the half-second monitor: findings.json is rewritten every 5 s
 
 ShrinkHook = Callable[[FindingRecord, Schedule, RunResult, "Launcher | None"], None]
-Task = Callable[["Launcher | None"], None]
 
 
 class Campaign:
@@ -100,13 +98,10 @@ class Campaign:
         # Read by worker threads (trio's cancel scope may not be): the campaign is ending.
         self._stopping = False
         self._ends_at = float("inf")
-        # Work about findings (baseline, shrink) that job slots take before fuzzing more (`_rank`).
-        self._tasks: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
-        self._task_order = 0
-        self._task_slots = 0  # slots busy with tasks now
-        self._task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
-        self._fuzz_s = 0.0
+        self._tasks = TaskQueue(config.jobs)  # baselines and shrinks, before fuzzing more
         self._alone = AloneUnderOverlap()
+        for rec in self._restored:
+            self._alone.know(rec.finding)
         self._fuzzing = config.fuzz  # False once the strategy has nothing more
         (out_dir / "findings").mkdir(parents=True, exist_ok=True)
         (out_dir / "corpus").mkdir(parents=True, exist_ok=True)
@@ -179,34 +174,24 @@ class Campaign:
             if launcher is not None:
                 launcher.close()
 
-    def _may_take_task(self) -> bool:
-        """Tasks never starve fuzzing: at most half the slots, or half the time of a lone one."""
-        if not self._tasks:
-            return False
-        if not self._fuzzing:
-            return True
-        if self.config.jobs > 1:
-            return self._task_slots < self.config.jobs // 2
-        return self._task_s <= self._fuzz_s
-
     async def _job_loop(self, launcher: Launcher | None) -> None:
         while True:
-            if self._may_take_task():
-                _, _, label, task = heapq.heappop(self._tasks)
+            if self._tasks.may_take(self._fuzzing):
+                label, task = self._tasks.take()
                 self.note(label)
-                self._task_slots += 1
+                self._tasks.slots += 1
                 t0 = time.monotonic()
                 try:
                     failure, error = await trio.to_thread.run_sync(
-                        self._guarded, task, launcher, abandon_on_cancel=True
+                        guarded, task, launcher, abandon_on_cancel=True
                     )
                     if isinstance(error, OSError) and self._output_failed(error):
                         pass  # e.g. a bundle on a full disk: the cluster stays unshrunk
                     elif failure:
                         self.internal_error(f"in a task ({label}):\n{failure}")
                 finally:
-                    self._task_slots -= 1
-                    self._task_s += time.monotonic() - t0
+                    self._tasks.slots -= 1
+                    self._tasks.task_s += time.monotonic() - t0
                 self._persist()
                 continue
             schedule = self.strategy.next_schedule() if self._fuzzing else None
@@ -229,20 +214,8 @@ class Campaign:
                 return
             finally:
                 self.state.busy -= 1
-                self._fuzz_s += time.monotonic() - t0
+                self._tasks.fuzz_s += time.monotonic() - t0
             self._record(result, str(source))
-
-    @staticmethod
-    def _guarded(task: Task, launcher: Launcher | None) -> tuple[str, Exception | None]:
-        """Run a task; its own exception is a bug in racefuzz (its traceback, never a finding)
-        unless it is the output folder failing."""
-        try:
-            task(launcher)
-        except LauncherClosed:
-            pass  # the slot ended (deadline or Ctrl-C) while the task ran
-        except Exception as e:
-            return traceback.format_exc(), e
-        return "", None
 
     def internal_error(self, text: str) -> None:
         """Keep racefuzz's own traceback and stop: results of a broken tool are not trusted."""
@@ -287,6 +260,8 @@ class Campaign:
             if rec is not None:
                 if rec.add_member(f, result):  # shrinking starts from the smallest member
                     self._writing(functools.partial(campaign_store.save_smallest, rec))
+                if self.baselines is not None and self._alone.first_sight(f, rec):
+                    self._check_symptom(f, result)
                 continue
             if visible and f.kind == "misroute":
                 continue
@@ -315,17 +290,62 @@ class Campaign:
         label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")
         self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{label}")
         baselines = self.baselines
-        if baselines is not None and finding.step is not None and not finding.misuse:
+        if baselines is None or finding.step is None or finding.misuse or finding.origin:
+            self._queue_shrink(rec, lambda: rec.smallest)
+        else:
 
             def classify(launcher: Launcher | None) -> None:
                 # Through this slot's launcher: the baseline ends with the slot, never outlives
                 # the campaign on a hung EP.
                 run = lambda s: self._execute(s, launcher)  # noqa: E731
-                rec.finding = baselines.classify(result.schedule, rec.finding, run)
-                self._alone.learn(rec)
+                holder: FindingRecord | None = None
+                try:
+                    rec.finding = baselines.classify(result.schedule, rec.finding, run)
+                    holder = self._alone.learn(self.state, rec)
+                finally:
+                    self._after_baseline(rec, holder)
 
-            self._add_task(_rank(finding), f"baseline of {finding.kind} on {finding.op}", classify)
-        self._queue_shrink(rec, lambda: rec.smallest)
+            self._tasks.add(BASELINE, finding, _baseline_label(finding), classify)
+        self._persist()
+
+    def _check_symptom(self, finding: Finding, result: RunResult) -> None:
+        """The baseline of a symptom first seen inside another symptom's overlap cluster: one
+        that fails alone opens its own cluster (`AloneUnderOverlap.first_sight`)."""
+        baselines = self.baselines
+        assert baselines is not None
+
+        def classify(launcher: Launcher | None) -> None:
+            run = lambda s: self._execute(s, launcher)  # noqa: E731
+            checked = baselines.classify(result.schedule, finding, run)
+            self._alone.know(checked)
+            if checked.origin == ALONE:
+                opened = self._alone.route(checked)
+                with contextlib.suppress(trio.RunFinishedError, trio.Cancelled):
+                    trio.from_thread.run_sync(self._open_alone, opened, result)
+
+        self._tasks.add(BASELINE, finding, _baseline_label(finding), classify)
+
+    def _open_alone(self, finding: Finding, result: RunResult) -> None:
+        if finding.cluster not in self.state.findings:
+            self._new_finding(finding, result)
+
+    def _after_baseline(self, rec: FindingRecord, holder: FindingRecord | None) -> None:
+        """Shrink a cluster once its baseline is known (a symptom that fails alone under
+        overlap clustering moved to its symptom's cluster, `AloneUnderOverlap`), unless it was
+        counted into a cluster that held its symptom already."""
+        if holder is not None and holder is not rec:
+            self.note(
+                f"{rec.finding.kind} on {rec.finding.op} fails alone: one cluster with "
+                f"'{holder.cluster}'"
+            )
+        else:
+            if holder is rec:
+                rec.known = rec.cluster in self.config.known_issues
+                self.note(
+                    f"{rec.finding.kind} on {rec.finding.op} fails alone: its cluster is "
+                    f"'{rec.cluster}', whatever overlapped before it"
+                )
+            self._queue_shrink(rec, lambda: rec.smallest)
         self._persist()
 
     def _queue_shrink(self, rec: FindingRecord, start: Callable[[], Schedule]) -> None:
@@ -350,7 +370,7 @@ class Campaign:
                 shutil.rmtree(gone, ignore_errors=True)
 
         label = f"shrinking {rec.finding.kind} on {rec.finding.op}"
-        self._add_task(2 + _rank(rec.finding), label, shrink)
+        self._tasks.add(SHRINK, rec.finding, label, shrink)
 
     # --- the output folder ------------------------------------------------------------
 
@@ -387,12 +407,6 @@ class Campaign:
             self._cancel_now()
         return True
 
-    def _add_task(self, priority: int, label: str, task: Task) -> None:
-        self._task_order += 1
-        heapq.heappush(self._tasks, (priority, self._task_order, label, task))
 
-
-def _rank(finding: Finding) -> int:
-    """Task order within baselines and within shrinks: black-box findings first (a misroute,
-    the testbed's white-box trace, usually shadows one of them)."""
-    return 1 if finding.kind == "misroute" else 0
+def _baseline_label(finding: Finding) -> str:
+    return f"baseline of {finding.kind} on {finding.op}"

@@ -247,6 +247,22 @@ class CampaignState:
             rec.duplicate_of = other.cluster
             rec.note(f"the same defect as '{other.cluster}'")
 
+    def rekey(self, rec: FindingRecord, finding: Finding) -> FindingRecord:
+        """Move `rec` to `finding`'s cluster (its own finding seen again under another key),
+        or, when a record holds that key already, count it there and drop it: the record that
+        holds `finding`'s cluster now. Its first schedule stays on disk, in the corpus."""
+        if self.findings.get(rec.cluster) is rec:
+            del self.findings[rec.cluster]
+        holder = self.findings.get(finding.cluster)
+        if holder is None:
+            rec.finding = finding
+            self.findings[finding.cluster] = rec
+            return rec
+        holder.count += rec.count
+        room = MAX_SIGNATURES_KEPT - len(holder.signatures)
+        holder.signatures.update(itertools.islice(rec.signatures, max(room, 0)))
+        return holder
+
     def adopt(self, dup: FindingRecord) -> None:
         """A duplicate's minimal schedule reproduces the bug of the cluster it repeats. When it is
         the better reproducer (`preference`) than that cluster's own, or that one has none,
@@ -315,28 +331,48 @@ def _story(schedule: Schedule) -> set[str]:
 
 class AloneUnderOverlap:
     """Under overlap clustering, a symptom whose baseline says it fails alone (an EP limit,
-    deterministic whatever overlapped before it) stays in the first cluster it opened, instead
-    of opening one per overlap shape it happens to follow. Written by baseline tasks (worker
-    threads: one dict store), read when results are recorded."""
+    deterministic whatever overlapped before it) is no race: it is clustered by its symptom, as
+    without overlap clustering, instead of by the overlap shape it happened to follow. A cluster
+    it opened under a shape is moved to its symptom's key (`CampaignState.rekey`), so that the
+    shape's own race opens that shape's cluster when it next shows: on webgpu a placement error
+    that fails alone held 'overlap|copy+run', and the race there had no cluster of its own.
+    Written by baseline tasks (job threads: one set add), read when results are recorded."""
 
     def __init__(self) -> None:
-        self._shape: dict[str, str] = {}  # symptom cluster key -> the overlap shape it keeps
+        self._symptoms: set[str] = set()  # symptom cluster keys that fail alone
+        self._checked: set[str] = set()  # symptom cluster keys whose baseline ran or is queued
 
-    def learn(self, rec: FindingRecord) -> None:
-        """Take in a cluster's baseline verdict; a cluster that fails alone with a symptom
-        another cluster already holds (opened before that one's baseline ended) is marked its
-        duplicate."""
+    def learn(self, state: CampaignState, rec: FindingRecord) -> FindingRecord | None:
+        """Take in a cluster's baseline verdict: the record that now holds a symptom that fails
+        alone (`rec` under its symptom's key, or one that held that key already and took it
+        in), or None when `rec` stays as it is."""
         finding = rec.finding
-        if finding.origin != ALONE:
-            return
-        # Its shape may be "": it opened a symptom cluster.
-        shape = self._shape.setdefault(finding.symptom, finding.overlap)
-        if shape != finding.overlap and rec.duplicate_of is None:
-            rec.duplicate_of = replace(finding, overlap=shape).cluster
-            rec.note(f"fails alone as '{rec.duplicate_of}' does")
+        self.know(finding)
+        if finding.origin != ALONE or not finding.overlap:
+            return None
+        return state.rekey(rec, replace(finding, overlap=""))
+
+    def know(self, finding: Finding) -> None:
+        """Take in a finding whose baseline was run (a restored cluster's, say)."""
+        self._checked.add(finding.symptom)
+        if finding.origin == ALONE:
+            self._symptoms.add(finding.symptom)
+
+    def first_sight(self, finding: Finding, rec: FindingRecord) -> bool:
+        """Whether `finding`, counted into the overlap cluster `rec` another symptom opened,
+        shows a symptom no baseline has looked at: one that fails alone in the same
+        schedules as a race (as webgpu's placement error beside its CommandEncoder race) would
+        otherwise never open a cluster of its own. True once per symptom."""
+        if not finding.overlap or finding.step is None or finding.misuse:
+            return False
+        if finding.kind == "misroute" or finding.symptom == rec.finding.symptom:
+            return False
+        if finding.symptom in self._checked:
+            return False
+        self._checked.add(finding.symptom)
+        return True
 
     def route(self, finding: Finding) -> Finding:
-        if not finding.overlap:
-            return finding
-        shape = self._shape.get(finding.symptom, finding.overlap)
-        return finding if shape == finding.overlap else replace(finding, overlap=shape)
+        if finding.overlap and finding.symptom in self._symptoms:
+            return replace(finding, overlap="", origin=ALONE)
+        return finding

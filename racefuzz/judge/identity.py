@@ -72,13 +72,15 @@ def shows(cluster: ClusterKey, symptom: ClusterKey | None, found: ClusterKey, sh
     finding's key without overlap clustering (`Finding.symptom_key`), `shape` the kinds of
     call of the overlap group before it ("" for none).
 
-    A cluster of no overlap wants its key, with no overlap before. An overlap cluster wants a
+    A cluster of no overlap wants its key, whatever overlapped before: under overlap clustering
+    it is a symptom that fails with no overlap, or fails alone (`AloneUnderOverlap`), and no
+    race of an overlap's own. An overlap cluster wants a
     failure after an overlap of its kinds of call or fewer of them (the alloc in
     `[create || alloc || run]` was a bystander of the create-run race), never with no overlap,
     and, when `symptom` pins it, with the cluster's own symptom: the webgpu shrink that took
     any failure after an overlap drifted onto a placement error that fails alone."""
     if cluster.kind != OVERLAP:
-        return found == cluster and not shape
+        return found == cluster
     if found.misuse != cluster.misuse or not shape:
         return False
     if symptom is not None and found != symptom:

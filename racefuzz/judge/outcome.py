@@ -180,6 +180,7 @@ class Finding:
         d = asdict(self)
         d["signature"] = self.signature
         d["cluster"] = self.cluster
+        d["symptom"] = self.symptom  # the failure an overlap cluster's replays must show
         return d
 
 

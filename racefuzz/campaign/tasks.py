@@ -1,0 +1,73 @@
+"""The work about findings (baselines, shrinks) that a campaign's job slots take between
+schedules, and how the slots share their time between it and fuzzing.
+
+Tasks run in job threads and may queue tasks (a baseline queues its cluster's shrink), so the
+heap is locked; the slots' bookkeeping is touched only from trio's thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from racefuzz.execute.zygote_pool import LauncherClosed
+from racefuzz.judge.outcome import Finding
+
+if TYPE_CHECKING:
+    from racefuzz.execute.executor import Launcher
+
+Task = Callable[["Launcher | None"], None]
+
+BASELINE, SHRINK = 0, 2  # priorities: a cluster's baseline before any shrink
+
+
+class TaskQueue:
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self._heap: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
+        self._order = 0
+        self._lock = threading.Lock()
+        self.slots = 0  # slots busy with tasks now
+        self.task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
+        self.fuzz_s = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def add(self, priority: int, finding: Finding, label: str, task: Task) -> None:
+        """Queue `task`; within a priority, black-box findings first (a misroute, the
+        testbed's white-box trace, usually shadows one of them), then first come."""
+        with self._lock:
+            self._order += 1
+            rank = priority + (finding.kind == "misroute")
+            heapq.heappush(self._heap, (rank, self._order, label, task))
+
+    def take(self) -> tuple[str, Task]:
+        with self._lock:
+            _, _, label, task = heapq.heappop(self._heap)
+        return label, task
+
+    def may_take(self, fuzzing: bool) -> bool:
+        """Tasks never starve fuzzing: at most half the slots, or half the time of a lone one."""
+        if not self._heap:
+            return False
+        if not fuzzing:
+            return True
+        if self.jobs > 1:
+            return self.slots < self.jobs // 2
+        return self.task_s <= self.fuzz_s
+
+
+def guarded(task: Task, launcher: Launcher | None) -> tuple[str, Exception | None]:
+    """Run a task; its own exception is a bug in racefuzz (its traceback, never a finding)
+    unless it is the output folder failing."""
+    try:
+        task(launcher)
+    except LauncherClosed:
+        pass  # the slot ended (deadline or Ctrl-C) while the task ran
+    except Exception as e:
+        return traceback.format_exc(), e
+    return "", None
