@@ -29,6 +29,7 @@ from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.loop import Campaign
 from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.execute import executor
+from racefuzz.execute.runner import Runner
 from racefuzz.execute.zygote_pool import ZygoteLauncher
 from racefuzz.judge.outcome import Finding
 from racefuzz.schedule.json_io import load
@@ -191,20 +192,19 @@ def first_failing(b: Bug, seconds: float, seed: int = 1) -> tuple[Finding, Sched
 
 
 def shrink_one(b: Bug, finding: Finding, schedule: Schedule, budget_s: float) -> Shrunk:
-    tgt = target(b.spec)
+    runner = Runner(target(b.spec))
     launcher = ZygoteLauncher()
     try:
-        failing = executor.run(tgt, schedule, launcher=launcher)
+        failing = runner.run(schedule, launcher)
         with tempfile.TemporaryDirectory(prefix="racefuzz-bench-") as tmp:
             t0 = time.monotonic()
             result, _ = shrink_to_bundle(
-                tgt,
+                runner,
                 b.spec,
                 schedule,
                 finding,
                 failing,
                 Path(tmp),
-                options=executor.RunOptions(),
                 budget_s=budget_s,
                 launcher=launcher,
             )

@@ -23,6 +23,7 @@ from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.loop import Campaign
 from racefuzz.cli.run_command import make_shrink_hook
 from racefuzz.execute import executor
+from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import Baselines
 from racefuzz.judge.oracles import evidence
 from racefuzz.schedule.json_io import load
@@ -50,9 +51,10 @@ def test_a_race_and_a_symptom_that_fails_alone_keep_their_own_minimal_schedules(
     target = dataclasses.replace(load_target("testbed:B6,B8"), cluster_by="overlap")
     options = executor.RunOptions(step_timeout=20.0)
     config = CampaignConfig(seconds=150, jobs=2, seed=1, strategy="replay", corpus=(BOTH,) * 6)
-    baselines = Baselines(target, lambda s: executor.run(target, s, options))
-    hook = make_shrink_hook(target, "testbed:B6,B8", options, 40.0, tmp_path)
-    campaign = Campaign(target, config, tmp_path, baselines=baselines, shrink_hook=hook)
+    runner = Runner(target, options)
+    hook = make_shrink_hook(runner, "testbed:B6,B8", 40.0, tmp_path)
+    baselines = Baselines(target, runner.run)
+    campaign = Campaign(target, config, tmp_path, baselines, hook, runner=runner)
     state = trio.run(campaign.run)
     clusters = {key: rec for key, rec in state.findings.items() if rec.duplicate_of is None}
     described = {key: (rec.finding.symptom, rec.state) for key, rec in clusters.items()}

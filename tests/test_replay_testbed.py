@@ -13,6 +13,7 @@ import pytest
 
 from racefuzz.execute import executor
 from racefuzz.execute.replay import replay
+from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import ALONE, INTERLEAVING, Baselines
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.schedule.json_io import load, load_many
@@ -68,7 +69,7 @@ def test_with_no_switch_only_s8_reports_and_it_is_r1(targets: dict[str, Target])
 def test_each_error_bug_gives_its_seed_message_on_its_scenario_20_of_20(
     targets: dict[str, Target], bug: str, name: str, op: str, message: str
 ) -> None:
-    summary = replay(targets[f"testbed:{bug}"], scenario(name), times=20)
+    summary = replay(Runner(targets[f"testbed:{bug}"]), scenario(name), times=20)
     f = next(f for f in summary.findings.values() if f.kind == "error" and f.op == op)
     assert f.message == message
     assert summary.counts[f.signature] == 20
@@ -103,7 +104,7 @@ def test_b6_breaks_the_backend_without_the_hook_even_alone(targets: dict[str, Ta
 def test_b8_concurrent_construction_misroutes_within_twenty_tries(
     targets: dict[str, Target],
 ) -> None:
-    summary = replay(targets["testbed:B8"], scenario("s4"), times=20)
+    summary = replay(Runner(targets["testbed:B8"]), scenario("s4"), times=20)
     assert summary.failed
     assert any(f.op == "run" for f in summary.findings.values())
     sequential = executor.run(targets["testbed:B8"], scenario("s3"))

@@ -15,6 +15,7 @@ from test_repro_script import _isolated_venv
 
 from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.execute import executor
+from racefuzz.execute.runner import Runner
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
 
@@ -39,13 +40,12 @@ def bundle(testbed_library: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     finding = next(f for f in failing.findings if f.kind == "error" and f.op == "run")
     root = tmp_path_factory.mktemp("reports")
     result, folder = shrink_to_bundle(
-        target,
+        Runner(target),
         "testbed:B3",
         S3,
         finding,
         failing,
         root,
-        options=executor.RunOptions(),
         budget_s=120,
     )
     assert [s.op for s in result.final.steps] == [Op.REGISTER, Op.CREATE, Op.CREATE, Op.RUN]

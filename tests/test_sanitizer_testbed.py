@@ -14,6 +14,7 @@ import pytest
 
 from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.execute import executor
+from racefuzz.execute.runner import Runner
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report import bundle as bundles
 from racefuzz.schedule.model import Op, Schedule, Step
@@ -108,13 +109,12 @@ def test_an_asan_finding_shrinks_to_a_bundle_whose_repro_reproduces_it(tmp_path:
     failing = executor.run(target, noisy)
     (finding,) = failing.findings
     result, bundle = shrink_to_bundle(
-        target,
+        Runner(target),
         "testbed[asan]:B10",
         noisy,
         finding,
         failing,
         tmp_path,
-        options=executor.RunOptions(),
         budget_s=60,
     )
     assert result.confirmed and result.reproduction == (20, 20)

@@ -11,6 +11,7 @@ from test_repro_testbed import S3
 from racefuzz.campaign.state import FindingRecord, dependable
 from racefuzz.cli.run_command import make_shrink_hook
 from racefuzz.execute import executor
+from racefuzz.execute.runner import Runner
 from racefuzz.schedule.model import Schedule
 from racefuzz.targets.registry import load_target
 
@@ -24,7 +25,7 @@ def test_a_spent_budget_is_said_and_a_further_shrink_that_fails_keeps_the_bundle
     (tmp_path / "findings").mkdir()
     rec = FindingRecord(finding, 1, 0.0, tmp_path / "findings" / "b3.json", S3, failing)
     # A budget that is over before the shrink has measured the original: nothing replayed.
-    hook = make_shrink_hook(target, "testbed:B3", executor.RunOptions(), 1e-6, tmp_path)
+    hook = make_shrink_hook(Runner(target), "testbed:B3", 1e-6, tmp_path)
     hook(rec, S3, failing, None)
     assert rec.state == "not reproduced (its budget ran out before any replay)"
     assert rec.minimal is None and rec.reproduction == (0, 0)
@@ -49,7 +50,7 @@ def test_shrinking_again_keeps_the_better_reproducer(testbed_library: Path, tmp_
     finding = next(f for f in failing.findings if f.kind == "error" and f.op == "run")
     (tmp_path / "findings").mkdir()
     rec = FindingRecord(finding, 1, 0.0, tmp_path / "findings" / "b3.json", S3, failing)
-    hook = make_shrink_hook(target, "testbed:B3", executor.RunOptions(), 5.0, tmp_path)
+    hook = make_shrink_hook(Runner(target), "testbed:B3", 5.0, tmp_path)
     # A reproducer failing 2 runs in 20 (as --shrink-only retries): the B3 bug always shows,
     # so the new shrink's is dependable, and replaces it (at as many steps, if 5 s cut it).
     weak = tmp_path / "weak-bundle"

@@ -38,8 +38,8 @@ from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue, guarded
 from racefuzz.errors import InternalError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
-from racefuzz.execute.zygote_pool import LauncherClosed, ZygoteLauncher
-from racefuzz.execute.zygote_pool import available as zygote_available
+from racefuzz.execute.runner import Runner
+from racefuzz.execute.zygote_pool import LauncherClosed
 from racefuzz.judge.baseline import ALONE, Baselines
 from racefuzz.judge.identity import ClusterState
 from racefuzz.judge.outcome import Exit, Finding, RunResult
@@ -65,6 +65,7 @@ class Campaign:
         shrink_hook: ShrinkHook | None = None,
         restored: Sequence[FindingRecord] = (),
         stop_when: Callable[[Finding], bool] | None = None,
+        runner: Runner | None = None,
     ) -> None:
         self.target = target
         self.config = config
@@ -76,8 +77,13 @@ class Campaign:
         self.strategy = strategies.make(
             config.strategy, self.space, config.seed, corpus=config.corpus
         )
-        self.options = executor.RunOptions(
-            step_timeout=config.step_timeout, max_rss_mb=config.max_rss_mb, seed=config.seed
+        # How schedules run: the command's Runner, or one made from the config.
+        self.runner = runner or Runner(
+            target,
+            executor.RunOptions(
+                step_timeout=config.step_timeout, max_rss_mb=config.max_rss_mb, seed=config.seed
+            ),
+            zygote=config.zygote,
         )
         self.baselines = baselines
         self.shrink_hook = shrink_hook
@@ -165,9 +171,7 @@ class Campaign:
             await trio.sleep(0.5)
 
     async def _job(self, slot: int) -> None:
-        # A sanitizer's runtime must be preloaded, which a fork of the zygote cannot do.
-        forks = self.config.zygote and zygote_available() and self.target.sanitizer is None
-        launcher = ZygoteLauncher() if forks else None
+        launcher = self.runner.launcher()
         try:
             await self._job_loop(launcher)
         finally:
@@ -228,12 +232,7 @@ class Campaign:
         # an internal error): refused, so that no worker starts after the final kill.
         if self._stopping or time.monotonic() >= self._ends_at:
             raise LauncherClosed("the campaign has ended")
-        return executor.run(
-            self.target,
-            schedule,
-            self.options,
-            launcher=launcher,
-        )
+        return self.runner.run(schedule, launcher)
 
     def _record(self, result: RunResult, source: str) -> None:
         st = self.state

@@ -19,6 +19,7 @@ from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 from racefuzz.execute import executor
 from racefuzz.execute.replay import replay
+from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import Baselines
 from racefuzz.judge.outcome import RunResult
 from racefuzz.report import console as render
@@ -75,10 +76,12 @@ def _target_spec(args: argparse.Namespace) -> str:
     return spec
 
 
-def _options(args: argparse.Namespace) -> executor.RunOptions:
+def _runner(args: argparse.Namespace, target: Target) -> Runner:
+    """How this command runs schedules: a fresh worker for each run (too few to fork)."""
     if args.step_timeout <= 0:
         raise RacefuzzError("--step-timeout must be positive")
-    return executor.RunOptions(step_timeout=args.step_timeout, seed=args.seed)
+    options = executor.RunOptions(step_timeout=args.step_timeout, seed=args.seed)
+    return Runner(target, options, zygote=False)
 
 
 def replay_command(args: argparse.Namespace) -> int:
@@ -86,10 +89,9 @@ def replay_command(args: argparse.Namespace) -> int:
         raise RacefuzzError("--times must be at least 1")
     target = _target(args)
     schedules = load_many(args.path)
-    options = _options(args)
+    runner = _runner(args, target)
     out = Console()
-    run: Callable[[Schedule], RunResult] = lambda s: executor.run(target, s, options)  # noqa: E731
-    baselines = None if args.no_baseline else Baselines(target, run)
+    baselines = None if args.no_baseline else Baselines(target, runner.run)
     failed = skipped = misuse = 0
     for path, schedule in schedules:
         label = schedule.name or path.stem
@@ -100,7 +102,7 @@ def replay_command(args: argparse.Namespace) -> int:
             out.print(f"[yellow]skipped[/] {label}: target '{target.name}' has no {missing[0]}")
             skipped += 1
             continue
-        summary = replay(target, schedule, args.times, options, baselines)
+        summary = replay(runner, schedule, args.times, baselines)
         render.print_summary(out, label, summary)
         failed += summary.failed
         misuse += summary.misuse_only
@@ -149,7 +151,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     version = check_ort()
     args.target = _target_spec(args)
     target = load_target(args.target, args.config)
-    options = _options(args)
+    runner = _runner(args, target)
     out = Console()
     out.print(f"onnxruntime {version}, python {sys.version.split()[0]}, cache {cache_root()}")
     out.print(describe(target))
@@ -181,7 +183,7 @@ def doctor_command(args: argparse.Namespace) -> int:
                     for op in checked
                 ),
             )
-            result = executor.run(target, Schedule(1, steps, "doctor"), options)
+            result = runner.run(Schedule(1, steps, "doctor"))
             problems += bool(result.findings)
             where = _placement_cell(probe, profile, model, placed.get((profile.name, model)))
             checks.add_row(

@@ -11,9 +11,8 @@ its baseline, shrunk into a bundle, counted in findings.json, exit 1.
 from __future__ import annotations
 
 from racefuzz.campaign.loop import Campaign
-from racefuzz.execute import executor
+from racefuzz.execute.runner import Runner
 from racefuzz.targets import preflight
-from racefuzz.targets.model import Target
 
 # A signal or a hang in the probe may come from a race between its calls and the EP's own
 # threads: a few runs before giving up on making it a finding.
@@ -21,16 +20,17 @@ TRIES = 3
 SOURCE = "preflight"  # the strategy column of the campaign's yield table
 
 
-def record(campaign: Campaign, target: Target, options: executor.RunOptions) -> None:
+def record(campaign: Campaign, runner: Runner) -> None:
     """Run the probe's calls if the last probe of `target` died after registering, and record
     the first failing run in `campaign`; print a line either way."""
+    target = runner.target
     died = preflight.died(target)
     if died is None:
         return
     full = preflight.probe_schedule(target)
     schedule = full.with_steps(full.steps[: died["step"] + 1])  # nothing after it ran
     for _ in range(TRIES):
-        result = executor.run(target, schedule, options)
+        result = runner.run(schedule)
         if result.findings:
             first = result.findings[0]
             print(

@@ -30,6 +30,7 @@ from racefuzz.cli.shrink_command import shrink_to_bundle
 from racefuzz.errors import BUG_EXIT, RacefuzzError, report_internal
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
+from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import Baselines
 from racefuzz.judge.identity import ClusterState, ShrinkStop
 from racefuzz.judge.outcome import RunResult
@@ -182,9 +183,8 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def make_shrink_hook(
-    target: Target,
+    runner: Runner,
     spec: str,
-    options: executor.RunOptions,
     budget: float | None,
     root: Path,
     note: Callable[[str], None] = lambda line: None,
@@ -209,13 +209,12 @@ def make_shrink_hook(
                 f"{run_s:.1f} s a run: raise --shrink-budget (or leave it out to scale it)"
             )
         result, bundle = shrink_to_bundle(
-            target,
+            runner,
             spec,
             schedule,
             record.finding,
             failing,
             root,
-            options=options,
             budget_s=seconds,
             stretch_budget=not given,
             launcher=launcher,
@@ -281,6 +280,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     options = executor.RunOptions(
         step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
     )
+    runner = Runner(target, options, zygote=args.zygote)  # every run of this command
     config = CampaignConfig(
         seconds=args.seconds,
         jobs=args.jobs,
@@ -298,17 +298,14 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         fuzz=not args.shrink_only,
     )
 
-    def run_one(s: Schedule) -> RunResult:
-        return executor.run(target, s, options)
-
-    campaign = Campaign(target, config, folder, Baselines(target, run_one), None, restored)
+    baselines = Baselines(target, runner.run)
+    campaign = Campaign(target, config, folder, baselines, None, restored, runner=runner)
     if args.resume is not None:
         campaign.state.earlier = campaign_store.totals(folder)
     campaign.reserve = reserve
     campaign.shrink_hook = make_shrink_hook(
-        target,
+        runner,
         args.target,
-        options,
         args.shrink_budget,
         folder,
         campaign.note,
@@ -335,7 +332,7 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:  # from here on, whatever ends the campaign, the summary is written
         print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
-        preflight_finding.record(campaign, target, options)  # a probe that crashed: a finding
+        preflight_finding.record(campaign, runner)  # a probe that crashed: a finding
         trio.run(main)
     except BaseException as e:
         if not _is_interrupt(e):

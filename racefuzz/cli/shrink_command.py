@@ -18,8 +18,7 @@ from rich.console import Console
 from racefuzz.errors import RacefuzzError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
-from racefuzz.execute.zygote_pool import ZygoteLauncher
-from racefuzz.execute.zygote_pool import available as zygote_available
+from racefuzz.execute.runner import Runner
 from racefuzz.judge.identity import OVERLAP, ClusterKey
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.report import bundle
@@ -60,14 +59,13 @@ def shrink_stats(original: Schedule, result: ShrinkResult) -> dict[str, Any]:
 
 
 def shrink_to_bundle(
-    target: Target,
+    runner: Runner,
     spec: str,
     schedule: Schedule,
     finding: Finding,
     failing: RunResult,
     root: Path,
     *,
-    options: executor.RunOptions,
     budget_s: float,
     stretch_budget: bool = False,
     replays: int = 3,
@@ -81,9 +79,9 @@ def shrink_to_bundle(
     """Shrink `schedule` and write its bundle; the bundle's original is `found` when given (a
     resumed shrink starts from the best schedule of the one cut short, not from the finding)."""
 
-    def run(s: Schedule) -> RunResult:
-        # Replays at once cannot share one slot's zygote: each then starts its own worker.
-        return executor.run(target, s, options, launcher=launcher if parallel == 1 else None)
+    target = runner.target
+    # Replays at once cannot share one slot's zygote: each then starts its own worker.
+    run = runner.through(launcher if parallel == 1 else None)
 
     # A shrink resumed from its best schedule asks for what that schedule was shrunk to show.
     signature = shrink_best.resumed_signature(best_path, schedule) or finding.cluster
@@ -120,7 +118,7 @@ def shrink_to_bundle(
         spec,
         result.reproduction,
         shrink_stats(schedule, result),
-        limits=options,
+        limits=runner.options,
     )
     return result, folder
 
@@ -140,11 +138,11 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
         raise RacefuzzError(
             f"{args.path}: target '{target.name}' has no {target.missing(original)[0]}"
         )
-    options = executor.RunOptions(step_timeout=args.step_timeout, seed=args.seed)
+    runner = Runner(target, executor.RunOptions(step_timeout=args.step_timeout, seed=args.seed))
     out = Console()
     failing = None
     for _ in range(5):  # a flaky failure may need a few tries to show at all
-        failing = executor.run(target, original, options)
+        failing = runner.run(original)
         if failing.findings and (
             args.signature is None or any(args.signature in f.signature for f in failing.findings)
         ):
@@ -163,18 +161,15 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
                 highlight=False,
             )
 
-    # Same runs, about 2x faster; a sanitizer's runtime needs spawned (preloaded) workers.
-    forks = zygote_available() and target.sanitizer is None
-    launcher = ZygoteLauncher() if forks else None
+    launcher = runner.launcher()  # same runs, about 2x faster where it forks
     try:
         result, bundle = shrink_to_bundle(
-            target,
+            runner,
             args.target,
             original,
             finding,
             failing,
             args.out,
-            options=options,
             budget_s=args.budget,
             replays=args.replays,
             need=args.need,

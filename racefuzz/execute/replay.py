@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from racefuzz.execute import executor
+from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import Baselines
 from racefuzz.judge.outcome import Finding, RunResult
 from racefuzz.schedule.model import Schedule
-from racefuzz.targets.model import Target
 
 
 @dataclass
@@ -42,17 +41,15 @@ class ReplaySummary:
 
 
 def replay(
-    target: Target,
+    runner: Runner,
     schedule: Schedule,
     times: int = 1,
-    options: executor.RunOptions | None = None,
     baselines: Baselines | None = None,
     on_run: Callable[[int, RunResult], None] | None = None,
 ) -> ReplaySummary:
-    options = options or executor.RunOptions()
     summary = ReplaySummary(schedule, times)
     for i in range(times):
-        result = executor.run(target, schedule, options)
+        result = runner.run(schedule)
         summary.runs.append(result)
         for f in result.findings:
             summary.counts[f.signature] = summary.counts.get(f.signature, 0) + 1

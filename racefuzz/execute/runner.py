@@ -1,0 +1,44 @@
+"""One command's way of running schedules, built once: the target, the limits a run is held to
+(`RunOptions`), and whether workers are forked from a zygote or spawned.
+
+Every command (run, shrink, replay, doctor) builds one `Runner` from its arguments and hands
+it to whatever runs schedules for it: the campaign's job slots, baselines, the shrink hook, the
+preflight finding. So a run's limits and its launcher policy are decided in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from racefuzz.execute import executor
+from racefuzz.execute.executor import Launcher, RunOptions
+from racefuzz.execute.zygote_pool import ZygoteLauncher
+from racefuzz.execute.zygote_pool import available as zygote_available
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.model import Schedule
+from racefuzz.targets.model import Target
+
+
+@dataclass(frozen=True)
+class Runner:
+    target: Target
+    options: RunOptions = field(default_factory=RunOptions)
+    zygote: bool = True  # fork workers where the target allows it (`--spawn` turns it off)
+
+    @property
+    def forks(self) -> bool:
+        """Whether workers are forked (about 2x faster per run): a sanitizer's runtime must be
+        preloaded, which a fork of the zygote cannot do, and some platforms cannot fork."""
+        return self.zygote and self.target.sanitizer is None and zygote_available()
+
+    def launcher(self) -> ZygoteLauncher | None:
+        """A launcher for one job slot, which its caller closes; None: spawn each worker."""
+        return ZygoteLauncher() if self.forks else None
+
+    def run(self, schedule: Schedule, launcher: Launcher | None = None) -> RunResult:
+        return executor.run(self.target, schedule, self.options, launcher=launcher)
+
+    def through(self, launcher: Launcher | None) -> Callable[[Schedule], RunResult]:
+        """`run` through one slot's launcher, for code that takes a plain run function."""
+        return lambda schedule: self.run(schedule, launcher)
