@@ -34,7 +34,7 @@ from racefuzz.campaign import store as campaign_store
 from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
 from racefuzz.campaign.state import AloneUnderOverlap, CampaignState, FindingRecord
-from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue, guarded
+from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue
 from racefuzz.errors import InternalError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
@@ -50,6 +50,8 @@ from racefuzz.targets.model import Target
 # The output folder failing, not racefuzz: the campaign stops and writes what it can.
 OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES})
 
+# How long the end waits for abandoned tasks, whose workers it killed, to finish writing.
+TASK_SETTLE_S = 10.0
 PERSIST_TICKS = 10  # of the half-second monitor: findings.json is rewritten every 5 s
 
 ShrinkHook = Callable[[FindingRecord, Schedule, RunResult, "Launcher | None"], None]
@@ -153,7 +155,9 @@ class Campaign:
                             jobs.start_soon(self._job, slot)
                     nursery.cancel_scope.cancel()  # every slot is done: no need to wait
         finally:
+            self.runner.close()  # an abandoned task's next run is refused, its last one void
             executor.kill_all()  # every worker, those of abandoned tasks too (a hung EP's)
+            self._tasks.settle(TASK_SETTLE_S)
             stopped = self.state.interrupted or bool(self.write_error)
             unfinished = (ClusterState.NEW, ClusterState.SHRINKING, ClusterState.INTERRUPTED)
             for rec in self.state.findings.values():
@@ -187,7 +191,7 @@ class Campaign:
                 t0 = time.monotonic()
                 try:
                     failure, error = await trio.to_thread.run_sync(
-                        guarded, task, launcher, abandon_on_cancel=True
+                        self._tasks.guarded, task, launcher, abandon_on_cancel=True
                     )
                     if isinstance(error, OSError) and self._output_failed(error):
                         pass  # e.g. a bundle on a full disk: the cluster stays unshrunk

@@ -30,6 +30,8 @@ class TaskQueue:
         self._heap: list[tuple[int, int, str, Task]] = []  # (priority, order, label, task)
         self._order = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition()  # tasks running in threads, abandoned ones too
+        self._running = 0
         self.slots = 0  # slots busy with tasks now
         self.task_s = 0.0  # time spent on tasks and on fuzzing, for sharing one slot fairly
         self.fuzz_s = 0.0
@@ -61,13 +63,26 @@ class TaskQueue:
         return self.task_s <= self.fuzz_s
 
 
-def guarded(task: Task, launcher: Launcher | None) -> tuple[str, Exception | None]:
-    """Run a task; its own exception is a bug in racefuzz (its traceback, never a finding)
-    unless it is the output folder failing."""
-    try:
-        task(launcher)
-    except LauncherClosed:
-        pass  # the slot ended (deadline or Ctrl-C) while the task ran
-    except Exception as e:
-        return traceback.format_exc(), e
-    return "", None
+    def guarded(self, task: Task, launcher: Launcher | None) -> tuple[str, Exception | None]:
+        """Run a task in this thread; its own exception is a bug in racefuzz (its traceback,
+        never a finding) unless it is the output folder failing."""
+        with self._idle:
+            self._running += 1
+        try:
+            task(launcher)
+        except LauncherClosed:
+            pass  # the slot ended (deadline or Ctrl-C) while the task ran
+        except Exception as e:
+            return traceback.format_exc(), e
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+        return "", None
+
+    def settle(self, timeout_s: float) -> bool:
+        """Wait for the tasks a deadline abandoned (their workers killed, they end at once) to
+        finish writing: a shrink ended halfway would leave its replaced bundle on disk, or a
+        bundle its cluster never lists. False when one still runs after `timeout_s`."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout_s)

@@ -8,12 +8,13 @@ preflight finding. So a run's limits and its launcher policy are decided in one 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher, RunOptions
-from racefuzz.execute.zygote_pool import ZygoteLauncher
+from racefuzz.execute.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.execute.zygote_pool import available as zygote_available
 from racefuzz.judge.outcome import RunResult
 from racefuzz.schedule.model import Schedule
@@ -25,6 +26,7 @@ class Runner:
     target: Target
     options: RunOptions = field(default_factory=RunOptions)
     zygote: bool = True  # fork workers where the target allows it (`--spawn` turns it off)
+    _closed: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
     @property
     def forks(self) -> bool:
@@ -36,8 +38,18 @@ class Runner:
         """A launcher for one job slot, which its caller closes; None: spawn each worker."""
         return ZygoteLauncher() if self.forks else None
 
+    def close(self) -> None:
+        """The command is ending (a campaign's deadline, Ctrl-C): a task abandoned in a thread
+        (a shrink, a baseline) starts no more workers, and a run its end killed is no result."""
+        self._closed.set()
+
     def run(self, schedule: Schedule, launcher: Launcher | None = None) -> RunResult:
-        return executor.run(self.target, schedule, self.options, launcher=launcher)
+        if self._closed.is_set():
+            raise LauncherClosed("the command has ended")
+        result = executor.run(self.target, schedule, self.options, launcher=launcher)
+        if self._closed.is_set():
+            raise LauncherClosed("the command ended while the schedule ran")
+        return result
 
     def through(self, launcher: Launcher | None) -> Callable[[Schedule], RunResult]:
         """`run` through one slot's launcher, for code that takes a plain run function."""
