@@ -178,12 +178,22 @@ def test_a_missing_library_file_is_one_line_and_exit_2(script: Path) -> None:
     assert proc.stderr == "repro.py: error: EP library '/nonexistent/libep.so' not found\n"
 
 
-def test_a_missing_library_argument_is_one_line_and_exit_2(script: Path) -> None:
-    proc = _run(script)
+def test_with_no_argument_it_runs_the_library_racefuzz_recorded(script: Path) -> None:
+    proc = _run(script, "--times", "1")
+    assert proc.returncode == 1, proc.stderr
+    assert "replay 1/1: REPRODUCED" in proc.stdout
+
+
+def test_a_missing_library_argument_is_one_line_and_exit_2(
+    tmp_path: Path, finding: Finding
+) -> None:
+    # The library racefuzz ran is not on this machine: the error names it, and the usage.
+    gone = replace(GHOST_NXRT, libraries=(Library("nxrt", tmp_path / "gone" / "libep.so"),))
+    proc = _run(_write(tmp_path, FAILS, finding, gone))
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (
-        "repro.py: error: missing the path to EP library 'nxrt' "
-        "(usage: repro.py PATH_TO_EP_LIBRARY)\n"
+        f"repro.py: error: missing the path to EP library 'nxrt', and '{tmp_path}/gone/libep.so'"
+        " is not here (usage: repro.py PATH_TO_EP_LIBRARY)\n"
     )
 
 

@@ -84,6 +84,7 @@ def repro_source(
         "BY_OVERLAP": repr(target.cluster_by == "overlap"),
         "PROFILES": literal(json.dumps(profiles, indent=1)),
         "LIBRARIES": repr(libraries),
+        "RECORDED": repr({name: str(target.library(name).path) for name in libraries}),
         "ENV": literal(json.dumps(repro_env(target), indent=1)),
         "TRACE": repr(target.trace),
         "WORKER_BUG_EXIT": repr(WORKER_BUG_EXIT),

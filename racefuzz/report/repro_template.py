@@ -10,6 +10,7 @@ TEMPLATE = r'''#!/usr/bin/env python3
 """racefuzz reproduction: @@TITLE@@
 
 Usage: python repro.py@@USAGE@@ [--times N] [--step-timeout S] [--seed N]
+(a library path may be left out where the one racefuzz ran, RECORDED below, is on this machine)
 
 Needs Python >= 3.10, onnxruntime and numpy only. Each replay runs the schedule in a child
 process, on real threads in the exact order written, with racefuzz's own sequencer and ops
@@ -226,8 +227,11 @@ def parse_libraries(args):
             raise Usage(f"give each EP library as --library NAME=PATH ({', '.join(LIBRARIES)})")
         named[LIBRARIES[0]] = args.paths[0]
     for name in LIBRARIES:
+        if name not in named and os.path.isfile(RECORDED.get(name, "")):
+            named[name] = RECORDED[name]  # the library racefuzz ran, still where it was
         if name not in named:
-            raise Usage(f"missing the path to EP library '{name}' (usage: repro.py@@USAGE@@)")
+            was = f", and '{RECORDED[name]}' is not here" if name in RECORDED else ""
+            raise Usage(f"missing the path to EP library '{name}'{was} (usage: repro.py@@USAGE@@)")
         if not os.path.isfile(named[name]):
             raise Usage(f"EP library '{named[name]}' not found")
     return {name: os.path.abspath(path) for name, path in named.items()}
@@ -325,6 +329,7 @@ TIMELINE = @@TIMELINE@@
 SCHEDULE = json.loads(@@SCHEDULE@@)
 PROFILES = json.loads(@@PROFILES@@)
 LIBRARIES = @@LIBRARIES@@  # the EP libraries the schedule registers, by the name its steps use
+RECORDED = @@RECORDED@@  # where racefuzz found each: the default path
 TARGET_ENV = json.loads(@@ENV@@)
 TRACE = @@TRACE@@  # the testbed's white-box trace (for `misroute` findings)
 BY_OVERLAP = @@BY_OVERLAP@@  # the target clusters by overlap shape (`cluster_by = "overlap"`)
