@@ -62,7 +62,6 @@ class TaskQueue:
             return self.slots < self.jobs // 2
         return self.task_s <= self.fuzz_s
 
-
     def guarded(self, task: Task, launcher: Launcher | None) -> tuple[str, Exception | None]:
         """Run a task in this thread; its own exception is a bug in racefuzz (its traceback,
         never a finding) unless it is the output folder failing."""

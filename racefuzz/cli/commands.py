@@ -221,6 +221,17 @@ def report_command(args: argparse.Namespace) -> int:
     return report(args)
 
 
+def setup_command(args: argparse.Namespace) -> int:
+    """Fetch a real-EP target's EP and driver into the cache, then load it as a run would."""
+    from racefuzz.targets import cpu_eps
+
+    cpu_eps.setup(args.name, lambda line: print(line, flush=True))
+    target = load_target(args.name, None)
+    print(f"racefuzz setup: target '{target.name}' is ready: {target.description}")
+    print(f"racefuzz setup: next, `racefuzz doctor --target {target.name}`")
+    return 0
+
+
 def dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "replay": replay_command,
@@ -228,5 +239,6 @@ def dispatch(args: argparse.Namespace) -> int:
         "run": run_command,
         "shrink": shrink_command,
         "report": report_command,
+        "setup": setup_command,
     }
     return handlers[args.command](args)

@@ -26,8 +26,9 @@ def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--target",
         default=None,
-        help="testbed (the default), testbed:B3,B4 (bug switches), nxrt-cpu, webgpu, nxrt-cuda, "
-        "cpu, or a name in racefuzz.toml; `run --resume` defaults to the campaign's own",
+        help="testbed (the default), testbed:B3,B4 (bug switches), nxrt-cpu, webgpu-cpu, "
+        "openvino, ggml (after `racefuzz setup`), webgpu, nxrt-cuda, cpu, or a name in "
+        "racefuzz.toml; `run --resume` defaults to the campaign's own",
     )
     p.add_argument("--config", type=Path, default=None, help="target config (racefuzz.toml)")
 
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="re-render a report bundle's report.md")
     report.add_argument("path", type=Path, help="a bundle folder")
+
+    setup = sub.add_parser("setup", help="fetch what a real-EP target needs into the cache")
+    setup.add_argument("name", metavar="TARGET", help="webgpu-cpu, openvino or ggml")
 
     doctor = sub.add_parser("doctor", help="check a target: libraries, devices, copies, models")
     _add_target(doctor)

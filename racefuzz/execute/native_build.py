@@ -12,15 +12,12 @@ start asks.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-import shutil
-import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from racefuzz.c_compiler import compile_shared
 from racefuzz.cache import cache_root
 
 NATIVE_DIR = Path(__file__).resolve().parent.parent / "native"
@@ -45,31 +42,3 @@ def _find_or_build(name: str) -> Path | None:
     if target.is_file():
         return target
     return target if compile_shared(source, target) else None
-
-
-def compile_shared(source: Path, target: Path) -> bool:
-    """Compile one C file into a shared library at `target` (atomically: another process may be
-    building it too). False where there is no compiler or it failed."""
-    compiler = next(
-        (c for c in (os.environ.get("CC", ""), "cc", "gcc", "clang") if c and shutil.which(c)),
-        None,
-    )
-    if compiler is None:
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}")
-    try:
-        built = subprocess.run(
-            [compiler, "-shared", "-fPIC", "-O1", "-o", str(tmp), str(source), "-ldl"],
-            capture_output=True,
-            timeout=120,
-        )
-        if built.returncode != 0:
-            return False
-        os.replace(tmp, target)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-    return True

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from racefuzz.targets.model import Target
+from racefuzz.targets.model import Library, Target
 
 _PROBE_TIMEOUT_S = 10.0
 
@@ -106,11 +106,13 @@ def collect(target: Target) -> dict[str, Any]:
         "racefuzz": _version("racefuzz"),
         "onnxruntime": ort_version(),
         "numpy": _version("numpy"),
-        "target": {"name": target.name, "env": dict(target.env), "trace": target.trace},
-        "libraries": [
-            {"name": lib.name, "path": str(lib.path), "sha256": sha256_of(lib.path)}
-            for lib in target.libraries
-        ],
+        "target": {
+            "name": target.name,
+            "env": dict(target.env),
+            "trace": target.trace,
+            "adaptations": list(target.adaptations),
+        },
+        "libraries": [_library(lib) for lib in target.libraries],
         "os": {
             "system": platform.system(),
             "release": platform.release(),
@@ -125,6 +127,13 @@ def collect(target: Target) -> dict[str, Any]:
         "cpu": {"model": cpu_model(), "count": os.cpu_count()},
         "gpus": gpus(),
     }
+
+
+def _library(lib: Library) -> dict[str, Any]:
+    out = {"name": lib.name, "path": str(lib.path), "sha256": sha256_of(lib.path)}
+    if lib.forwards_to is not None:  # the real EP behind racefuzz's forwarding library
+        out |= {"forwards_to": str(lib.forwards_to), "real_sha256": sha256_of(lib.forwards_to)}
+    return out
 
 
 def summary(env: Mapping[str, Any]) -> list[str]:
@@ -145,9 +154,11 @@ def summary(env: Mapping[str, Any]) -> list[str]:
     if not env.get("gpus"):
         lines.append("GPU: none found")
     for lib in env.get("libraries") or []:
-        lines.append(
-            f"EP library {lib.get('name')}: {lib.get('path')} (sha256 {lib.get('sha256')})"
-        )
+        real = lib.get("forwards_to")
+        path, sha = (real, lib.get("real_sha256")) if real else (lib.get("path"), lib.get("sha256"))
+        lines.append(f"EP library {lib.get('name')}: {path} (sha256 {sha})")
+    for change in (env.get("target") or {}).get("adaptations") or []:
+        lines.append(f"Adapted by racefuzz: {change}")
     target_env = (env.get("target") or {}).get("env") or {}
     if target_env:
         lines.append("Target env: " + " ".join(f"{k}={v}" for k, v in target_env.items()))

@@ -10,6 +10,9 @@
   write. It defines no provider options (it accepts and ignores any), so its two profiles differ
   only in ORT's intra-op thread count; two sessions of one EP is what routing bugs need anyway.
 - `cpu`: ORT's own CPUExecutionProvider, no library; a control that should never fail.
+- `webgpu`, `nxrt-cuda`: real GPU EPs from PyPI (`targets.gpu`); `webgpu-cpu`, `openvino`
+  (`openvino[as-intel]`), `ggml`: real EPs on any x86-64 Linux CPU, fetched by `racefuzz setup`
+  (`targets.cpu_eps`).
 
 Building the testbed library is not done here: `racefuzz.targets.testbed.library_path()` finds (or
 builds) it, and is called only when a testbed target is loaded.
@@ -22,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from racefuzz.errors import RacefuzzError
+from racefuzz.targets import cpu_eps
 from racefuzz.targets import gpu as gpu_targets
 from racefuzz.targets.model import Library, Profile, Target
 from racefuzz.targets.models import DEFAULT_MODELS as BUILTIN_MODELS
@@ -55,8 +59,10 @@ def load(spec: str) -> Target:
     head, colon, _ = spec.partition(":")
     base, bracket, rest = head.partition("[")
     flavour = rest.removesuffix("]")
+    if head == "openvino[as-intel]" and not colon:
+        return cpu_eps.openvino_target(as_intel=True)
     if bracket and (base != "testbed" or not rest.endswith("]") or flavour not in FLAVOURS):
-        known = ", ".join(f"testbed[{f}]" for f in FLAVOURS)
+        known = ", ".join([*(f"testbed[{f}]" for f in FLAVOURS), "openvino[as-intel]"])
         raise RacefuzzError(f"unknown flavour in target '{spec}' (known: {known})")
     if base == "testbed":
         return testbed_target(parse_bugs(spec) if colon else (), flavour=flavour)
@@ -68,6 +74,12 @@ def load(spec: str) -> Target:
         return gpu_targets.webgpu_target()
     if base == "nxrt-cuda":
         return gpu_targets.nxrt_cuda_target()
+    if base == "webgpu-cpu":
+        return cpu_eps.webgpu_cpu_target()
+    if base == "openvino":
+        return cpu_eps.openvino_target(as_intel=False)
+    if base == "ggml":
+        return cpu_eps.ggml_target()
     assert base == "cpu", base
     return cpu_target()
 

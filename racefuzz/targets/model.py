@@ -26,7 +26,16 @@ from racefuzz.errors import RacefuzzError
 from racefuzz.schedule.model import Schedule
 from racefuzz.targets import sanitizer
 
-BUILTIN_TARGETS: tuple[str, ...] = ("testbed", "nxrt-cpu", "cpu", "webgpu", "nxrt-cuda")
+BUILTIN_TARGETS: tuple[str, ...] = (
+    "testbed",
+    "nxrt-cpu",
+    "cpu",
+    "webgpu",
+    "nxrt-cuda",
+    "webgpu-cpu",
+    "openvino",
+    "ggml",
+)
 DEVICE_TYPES: tuple[str, ...] = ("cpu", "gpu", "npu")
 # Profile.thread_pools: the session's own intra/inter-op pools, or the process's global ones.
 THREAD_POOLS: tuple[str, ...] = ("session", "global")
@@ -73,6 +82,8 @@ class Library:
     name: str
     path: Path  # absolute
     sanitizer: str | None = None  # "address" | "thread": built with -fsanitize=<this>
+    # The real EP library when `path` is racefuzz's forwarding library (`targets.forwarding`).
+    forwards_to: Path | None = None
 
     def __post_init__(self) -> None:
         if self.sanitizer is not None:
@@ -80,6 +91,8 @@ class Library:
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "path": str(self.path)}
+        if self.forwards_to is not None:
+            d["forwards_to"] = str(self.forwards_to)
         return d | ({"sanitizer": self.sanitizer} if self.sanitizer else {})
 
 
@@ -162,6 +175,9 @@ class Target:
     # different error, crash or wrong value each time, like webgpu's shared device).
     cluster_by: str = "symptom"
     description: str = field(default="", compare=False)
+    # What racefuzz changes of what the EP sees (a forwarding library's answers), in words:
+    # shown by doctor and kept in every bundle, so a reader knows the EP ran adapted.
+    adaptations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _freeze(self, "env", "aliases")
@@ -246,7 +262,7 @@ class Target:
             "trace": self.trace,
             "tolerance": list(self.tolerance) if self.tolerance else None,
             "cluster_by": self.cluster_by,
-        }
+        } | ({"adaptations": list(self.adaptations)} if self.adaptations else {})
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Target:
@@ -254,7 +270,13 @@ class Target:
             name=obj["name"],
             description=obj.get("description", ""),
             libraries=tuple(
-                Library(d["name"], Path(d["path"]), d.get("sanitizer")) for d in obj["libraries"]
+                Library(
+                    d["name"],
+                    Path(d["path"]),
+                    d.get("sanitizer"),
+                    Path(d["forwards_to"]) if d.get("forwards_to") else None,
+                )
+                for d in obj["libraries"]
             ),
             profiles=tuple(Profile.from_json(d) for d in obj["profiles"]),
             models=tuple(obj["models"]),
@@ -263,6 +285,7 @@ class Target:
             trace=bool(obj.get("trace", False)),
             tolerance=tuple(obj["tolerance"]) if obj.get("tolerance") else None,
             cluster_by=obj.get("cluster_by", "symptom"),
+            adaptations=tuple(obj.get("adaptations", ())),
         )
 
 
@@ -289,6 +312,7 @@ def describe(target: Target) -> str:
         pairs = ", ".join(f"{a} -> {p}" for a, p in target.aliases.items())
         lines.append(f"  aliases: {pairs}")
     lines.append(f"  models: {', '.join(target.models)}")
+    lines += [f"  adapted: {change}" for change in target.adaptations]
     if target.env:
         lines.append(f"  env: {' '.join(f'{k}={v}' for k, v in target.env.items())}")
     return "\n".join(lines)

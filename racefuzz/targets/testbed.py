@@ -99,9 +99,9 @@ def library_path(progress: Progress | None = None, flavour: str = "") -> Path:
         if target.is_file():  # another process built it while we waited
             return target
         cmake = _require_build_tools()
-        headers = _headers(report)
+        include = headers(report)
         report(f"racefuzz: building testbed EP{f' ({flavour})' if flavour else ''}…")
-        _build(cmake, headers, target, FLAVOURS.get(flavour, ""), report)
+        _build(cmake, include, target, FLAVOURS.get(flavour, ""), report)
     return target
 
 
@@ -155,8 +155,9 @@ def _require_build_tools() -> str:
     return cmake
 
 
-def _headers(report: Progress) -> Path:
-    """The extracted ORT Headers folder, fetching and checking the tarball when needed."""
+def headers(report: Progress) -> Path:
+    """The extracted ORT Headers folder, fetching and checking the tarball when needed (the
+    forwarding libraries of `targets.forwarding` build against it too)."""
     store = cache_root() / "ort-headers"
     headers = store / HEADERS_PACKAGE.rsplit("@", 1)[1] / "Headers"
     if (headers / "onnxruntime_c_api.h").is_file():
