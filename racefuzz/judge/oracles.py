@@ -99,6 +99,10 @@ def exit_finding(result: RunResult, ep_modules: Sequence[str] = ()) -> Finding |
     if result.exit in (Exit.CLEAN, Exit.KILLED):
         return None
     steps = list(result.in_flight)
+    if not steps and result.exit is Exit.LEAK and result.outcomes:
+        # Memory is read after each step done: a ceiling passed between steps is the last
+        # step's doing, not a leak of no op (that would be a cluster of its own, "leak|none").
+        steps = [max(o.step for o in result.outcomes)]
     sched = result.schedule
     first = steps[0] if steps else None
     if result.exit is Exit.CRASH:
