@@ -86,6 +86,14 @@ def tidy(root: Path) -> None:
             p.rmdir()
 
 
+def drop_unlisted(root: Path, listed: set[str]) -> None:
+    """Remove the complete bundles no cluster lists: one a shrink replaced, whose removal a
+    deadline cut off (its thread abandoned), would otherwise stay beside the one it lists."""
+    for p in root.iterdir():
+        if p.is_dir() and (p / "finding.json").is_file() and p.name not in listed:
+            shutil.rmtree(p, ignore_errors=True)
+
+
 def bundles_by_cluster(root: Path) -> dict[str, Path]:
     """Every complete bundle in a campaign folder, by the cluster its finding belongs to."""
     found: dict[str, Path] = {}

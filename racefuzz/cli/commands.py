@@ -10,26 +10,19 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 from racefuzz.execute import executor
 from racefuzz.execute.replay import replay
 from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import Baselines
-from racefuzz.judge.outcome import RunResult
 from racefuzz.report import console as render
 from racefuzz.schedule.json_io import load_many
-from racefuzz.schedule.model import Op, Schedule, Step, make_step
-from racefuzz.schedule.op_table import SPECS
 from racefuzz.targets import preflight
-from racefuzz.targets.model import Profile, Target, describe
+from racefuzz.targets.model import Target
 from racefuzz.targets.registry import load_target
-from racefuzz.worker.protocol import Skip
 
 MIN_ORT = (1, 31)
 
@@ -114,91 +107,13 @@ def replay_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _cell(result: RunResult, step: int) -> str:
-    o = result.outcome(step)
-    if o is None:
-        return f"[red]{result.exit} ({result.signal or result.returncode})[/]"
-    if not o.ok:
-        return f"[red]error[/]: {o.message[-90:]}"
-    if o.skipped == Skip.MISSING:
-        return "[yellow]skipped[/] (an earlier step failed)"
-    if o.skipped:  # the EP, the profile or this machine lacks what the op needs
-        return f"[yellow]skipped[/] ({o.detail})"
-    if o.check is not None and o.check != "ok":
-        return f"[red]{o.check}[/]"
-    return "[green]ok[/]"
-
-
-def _placement_cell(
-    probe: dict[str, Any], profile: Profile, model: str, counts: tuple[int, int] | None
-) -> str:
-    """e.g. "3/3", or "0/3 (CPUExecutionProvider 3)": where ORT put the model's nodes."""
-    cell = dict(probe.get("placement") or {}).get(profile.name, {}).get(model)
-    if cell is None:
-        return "-"  # one of ORT's own EPs
-    if counts is None:
-        return "[red]no session[/]"
-    mine, total = counts
-    if mine == total:
-        return f"[green]{mine}/{total}[/]"
-    eps: dict[str, list[str]] = cell["eps"]
-    elsewhere = ", ".join(f"{ep} {len(n)}" for ep, n in eps.items() if ep != profile.ep_name)
-    colour = "red" if mine == 0 else "yellow"
-    return f"[{colour}]{mine}/{total}[/] ({elsewhere})"
-
-
 def doctor_command(args: argparse.Namespace) -> int:
+    from racefuzz.cli.doctor_command import doctor
+
     version = check_ort()
     args.target = _target_spec(args)
     target = load_target(args.target, args.config)
-    runner = _runner(args, target)
-    out = Console()
-    out.print(f"onnxruntime {version}, python {sys.version.split()[0]}, cache {cache_root()}")
-    out.print(describe(target))
-    probe = preflight.probe(target)
-    if "error" in probe:
-        out.print(f"[red]{probe['error']}[/]")
-        return 1
-    for name, state in dict(probe.get("libraries", {})).items():
-        out.print(f"library {name}: {state}")
-    devices = Table(title="EP devices after registration")
-    for col in ("ep", "vendor", "device", "vendor id", "memory (default, host-accessible)"):
-        devices.add_column(col)
-    for d in probe.get("devices", []):
-        mem = ", ".join(str(m) for m in d["memory"])
-        devices.add_row(d["ep_name"], d["ep_vendor"], d["device_type"], hex(d["vendor_id"]), mem)
-    out.print(devices)
-    checks = Table(title="each profile and model alone, on the main thread")
-    checked = [op for op, spec in SPECS.items() if spec.doctor]  # create first: it makes s1
-    for col in ("profile", "model", "nodes on its EP", *checked):
-        checks.add_column(col)
-    placed = preflight.on_ep(target, probe)
-    problems = 0
-    for profile in target.profiles:
-        for model in target.models:
-            steps = (
-                Step(0, Op.REGISTER),
-                *(
-                    make_step(op, 0, session="s1", profile=profile.name, model=model)
-                    for op in checked
-                ),
-            )
-            result = runner.run(Schedule(1, steps, "doctor"))
-            problems += bool(result.findings)
-            where = _placement_cell(probe, profile, model, placed.get((profile.name, model)))
-            checks.add_row(
-                profile.name, model, where, *(_cell(result, i) for i in range(1, len(steps)))
-            )
-    out.print(checks)
-    for line in preflight.placement_warnings(target, probe):
-        out.print(f"[yellow]warning: {line}[/]")
-    problems += len(preflight.problems(target, probe))
-    if problems:
-        out.print(
-            f"[yellow]{problems} profile/model pair(s) fail alone: campaigns skip what a target "
-            "cannot run at all; replay reports such failures as 'fails alone too'.[/]"
-        )
-    return 1 if problems else 0
+    return doctor(args, target, _runner(args, target), version)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -344,6 +344,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         reserve.release()  # its room is the summary's, on a disk the campaign filled
         try:
             results.write_all(campaign.state, folder, header, args.junit)
+            listed = {r.bundle.name for r in campaign.state.findings.values() if r.bundle}
+            campaign_store.drop_unlisted(folder, listed)
         except OSError as e:
             campaign.write_error = campaign.write_error or str(e.strerror)
             written = False

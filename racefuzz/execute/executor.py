@@ -58,6 +58,7 @@ class RunOptions:
     schedule_timeout: float = 180.0
     seed: int = 0
     max_rss_mb: float = 4096.0
+    measure: bool = False  # ok checks say their largest differences (racefuzz doctor)
 
 
 def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str
         "step_timeout": options.step_timeout,
         "tolerance": list(target.tolerance) if target.tolerance else None,
         "env_api": _env_api(schedule),
-    }
+    } | ({"measure": True} if options.measure else {})
 
 
 def _env_api(schedule: Schedule) -> str | None:

@@ -81,6 +81,7 @@ class Host(Protocol):
     env_api: str | None  # racefuzz/native/envapi.c built, for `share`; None: not here
     rtol: float
     atol: float
+    measure: bool
     _lock: threading.Lock
 
     def _devices(self, profile: Profile) -> list[Any]: ...
@@ -92,9 +93,14 @@ class Host(Protocol):
 
 
 def compare(
-    actual: Sequence[Any], expected: Sequence[Any], rtol: float = RTOL, atol: float = ATOL
+    actual: Sequence[Any],
+    expected: Sequence[Any],
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    measure: bool = False,
 ) -> tuple[str, str]:
-    """("ok" | "zeroed" | "mismatch", detail) for outputs against the reference."""
+    """("ok" | "zeroed" | "mismatch", detail) for outputs against the reference; `measure`
+    (racefuzz doctor): an ok's detail gives the largest differences, `differences`."""
     for k, (a, e) in enumerate(zip(actual, expected, strict=True)):
         a, e = np.asarray(a), np.asarray(e)
         if a.shape != e.shape:
@@ -105,7 +111,25 @@ def compare(
             diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
             at = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
             return "mismatch", f"output {k}: max |diff| {float(np.nanmax(diff)):.3g} at {list(at)}"
-    return "ok", ""
+    return "ok", differences(actual, expected) if measure else ""
+
+
+def differences(actual: Sequence[Any], expected: Sequence[Any]) -> str:
+    """ "abs A rel R need N" over all outputs: the largest absolute difference, the largest
+    relative one where the reference is not near zero (there allclose's atol is what holds),
+    and the smallest t with |a - e| <= t + t * |e| everywhere (allclose at rtol = atol = t)."""
+    abs_max = rel_max = need = 0.0
+    for a, e in zip(actual, expected, strict=True):
+        a, e = np.asarray(a, dtype=np.float64), np.asarray(e, dtype=np.float64)
+        if a.size == 0:
+            continue
+        diff = np.abs(a - e)
+        abs_max = max(abs_max, float(np.nanmax(diff)))
+        need = max(need, float(np.nanmax(diff / (1.0 + np.abs(e)))))
+        big = np.abs(e) > 1e-3
+        if np.any(big):
+            rel_max = max(rel_max, float(np.nanmax(diff[big] / np.abs(e[big]))))
+    return f"abs {abs_max:.3g} rel {rel_max:.3g} need {need:.3g}"
 
 
 def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray[Any, Any]]:

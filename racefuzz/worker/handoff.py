@@ -186,9 +186,12 @@ class HandoffOps:
             if (v.device_name().lower() == "cpu") != host_out:
                 where = f"output {k}: in {v.device_name()} memory, bound to the other side"
                 return StepResult.checked("mismatch", where)
-        check, detail = compare(binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol)
+        check, detail = compare(
+            binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol, self.measure
+        )
         if check == "ok":  # and the device outputs stayed on the profile's device
-            check, detail = where_check(values, device_of(self, s.profile))
+            placed = where_check(values, device_of(self, s.profile))
+            check, detail = placed if placed[0] != "ok" else (check, detail)
         return StepResult.checked(check, detail)
 
     def op_feed(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
@@ -235,5 +238,7 @@ class HandoffOps:
             second.bind_output(out.name)  # host: read through b's own data transfer
         b.session.run_with_iobinding(second)
         outputs = second.copy_outputs_to_cpu()
-        check, detail = compare(outputs, self._reference(b.model, rest), self.rtol, self.atol)
+        check, detail = compare(
+            outputs, self._reference(b.model, rest), self.rtol, self.atol, self.measure
+        )
         return StepResult.checked(check, detail)

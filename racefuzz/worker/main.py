@@ -66,6 +66,7 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     )
     if job.get("tolerance"):
         runtime.rtol, runtime.atol = (float(x) for x in job["tolerance"])
+    runtime.measure = bool(job.get("measure"))
 
     def run_step(index: int) -> None:
         # On any of the sequencer's threads, where an exception would only end that thread.

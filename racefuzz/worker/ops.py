@@ -79,6 +79,7 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
         self.record_placement = record_placement  # for `placement()` (racefuzz doctor)
         self.env_api = env_api  # racefuzz/native/envapi.c built, for `share`; None: not here
         self.rtol, self.atol = RTOL, ATOL  # a GPU target's own tolerance replaces these
+        self.measure = False  # an ok check's detail gives the differences (racefuzz doctor)
         self.libraries = dict(libraries)
         self.profiles = dict(profiles)
         self.models = dict(models)

@@ -56,7 +56,9 @@ def _terminated(session: str) -> StepResult:
 
 
 def _checked(host: Host, s: Session, feeds: Mapping[str, Any], outputs: Any) -> StepResult:
-    check, detail = compare(outputs, host._reference(s.model, feeds), host.rtol, host.atol)
+    check, detail = compare(
+        outputs, host._reference(s.model, feeds), host.rtol, host.atol, host.measure
+    )
     return StepResult.checked(check, detail)
 
 
