@@ -83,7 +83,12 @@ def doctor(args: argparse.Namespace, target: Target, runner: Runner, version: st
     out.print(_devices(probe))
     measuring = replace(runner, options=replace(runner.options, measure=True))
     columns = [op for op, spec in SPECS.items() if spec.doctor]  # create first: it makes s1
-    checks = Table(title="each profile and model alone, on the main thread")
+    # No rules between columns: ten columns of a word and a note number each fit 100.
+    checks = Table(
+        title="each profile and model alone, on the main thread",
+        box=None,
+        header_style="bold underline",
+    )
     for col in ("profile", "model", "nodes", *(op.value for op in columns), "max abs", "max rel"):
         checks.add_column(col)
     placed = preflight.on_ep(target, probe)
@@ -151,11 +156,11 @@ def _op_cell(
         words.append(word)
         if text:
             said.setdefault(text, []).append(steps[i].mode or "plain")
-    failed = [w for w in _SEVERITY if w in words and w not in ("skipped", "ok")]
-    worst = failed[0] if failed else "ok" if "ok" in words else "skipped"
+    failed = [w for w in _SEVERITY if w in words and w not in ("skip", "ok")]
+    worst = failed[0] if failed else "ok" if "ok" in words else "skip"
     op = steps[span[0]].op.value
     marks = [notes.mark(f"{_label(op, modes)}: {text}") for text, modes in said.items()]
-    colour = {"ok": "green", "skipped": "yellow"}.get(worst, "red")
+    colour = {"ok": "green", "skip": "yellow"}.get(worst, "red")
     return f"[{colour}]{worst}[/]" + (" " + "".join(marks) if marks else "")
 
 
@@ -163,7 +168,7 @@ def _label(op: str, modes: list[str]) -> str:
     return op if modes == ["plain"] else f"{op} ({', '.join(modes)})"
 
 
-_SEVERITY = ("died", "error", "zeroed", "mismatch", "misplaced", "skipped", "ok")
+_SEVERITY = ("died", "error", "zeroed", "mismatch", "misplaced", "skip", "ok")
 
 
 def _step_word(result: RunResult, i: int) -> tuple[str, str]:
@@ -173,9 +178,9 @@ def _step_word(result: RunResult, i: int) -> tuple[str, str]:
     if not o.ok:
         return "error", _one_line(o.message)
     if o.skipped == Skip.MISSING:
-        return "skipped", "an earlier step failed"
+        return "skip", "an earlier step failed"
     if o.skipped:  # the EP, the profile or this machine lacks what the op needs
-        return "skipped", o.detail
+        return "skip", o.detail
     if o.check is not None and str(o.check) != "ok":
         return str(o.check), o.detail
     return "ok", ""
@@ -198,7 +203,7 @@ def _placement(
     if cell is None:
         return "-"  # one of ORT's own EPs
     if counts is None:
-        return "[red]no session[/]"
+        return "[red]none[/]"  # the session was not made
     mine, total = counts
     if mine == total:
         return f"[green]{mine}/{total}[/]"
