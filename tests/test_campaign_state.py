@@ -274,3 +274,21 @@ def test_a_symptom_that_fails_alone_leaves_the_overlap_cluster_it_opened_to_the_
     second.signatures = {"a", "b"}
     assert alone.learn(state, second) is first
     assert "overlap|copy" not in state.findings and first.count == 2 and first.signatures >= {"a"}
+
+
+def test_a_pinned_crash_is_the_same_whichever_racing_thread_faulted() -> None:
+    from racefuzz.judge.identity import ClusterKey, shows
+
+    race = ClusterKey.parse("overlap|run")
+    pinned = ClusterKey.parse("crash|SIGSEGV|run")
+    # The Python thread of `run` faulted, or one of ORT's: then every step in flight is named.
+    for found in ("crash|SIGSEGV|run", "crash|SIGSEGV|run+run_bound"):
+        assert shows(race, pinned, ClusterKey.parse(found), "run"), found
+    # Another signal, a crash in an op of none of them, an error: another failure.
+    for found in ("crash|SIGABRT|run", "crash|SIGSEGV|register", "error|run|x"):
+        assert not shows(race, pinned, ClusterKey.parse(found), "run"), found
+    # An error's identity is its message, whichever thread: pinned exactly.
+    error = ClusterKey.parse("error|run|WebGPU validation failed.")
+    assert not shows(
+        race, error, ClusterKey.parse("error|run_bound|WebGPU validation failed."), "run"
+    )

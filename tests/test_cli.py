@@ -12,13 +12,19 @@ import pytest
 SCHEDULES = Path(__file__).resolve().parent.parent / "schedules"
 
 
-def racefuzz(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def racefuzz(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "racefuzz", *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         cwd=cwd,
+        env=env,
     )
 
 

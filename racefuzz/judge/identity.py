@@ -83,9 +83,25 @@ def shows(cluster: ClusterKey, symptom: ClusterKey | None, found: ClusterKey, sh
         return found == cluster
     if found.misuse != cluster.misuse or not shape:
         return False
-    if symptom is not None and found != symptom:
+    if symptom is not None and not same_symptom(found, symptom):
         return False
     return frozenset(shape.split("+")) <= cluster.shape
+
+
+# Kinds whose op is the steps in flight when the worker ended (a crash on no Python thread).
+_IN_FLIGHT_KINDS = ("crash", "hang", "leak")
+
+
+def same_symptom(found: ClusterKey, symptom: ClusterKey) -> bool:
+    """Whether `found` is the failure `symptom` pins. A crash's op is its faulting step's, or
+    every step in flight when no step's thread faulted, and which thread faults in a race is
+    chance: webgpu's run-run race is `crash|SIGSEGV|run` in one replay and `...|run+run_bound`
+    in the next. So for these kinds the signal must match and the ops share one; a crash in
+    an op of none of them (a register that crashes alone) is another failure."""
+    if found.kind == symptom.kind and found.kind in _IN_FLIGHT_KINDS:
+        ops = set(found.op.split("+")) & set(symptom.op.split("+"))
+        return (found.message, found.misuse) == (symptom.message, symptom.misuse) and bool(ops)
+    return found == symptom
 
 
 class ShrinkStop(StrEnum):

@@ -50,6 +50,15 @@ typedef struct {
 static Slot g_slots[SLOTS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* This library is never unloaded (ORT unloads it on unregister): a real EP that stays loaded
+ * (one with unique C++ symbols cannot unload) keeps the OrtApi pointer it was given, and that
+ * table is ours; it must outlive every registration, as ORT's own table does. */
+__attribute__((constructor)) static void pin_self(void) {
+  Dl_info self;
+  if (dladdr((void *)pin_self, &self) != 0 && self.dli_fname != NULL)
+    dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 static OrtStatus *fail(const OrtApiBase *base, const char *what) {
   const OrtApi *api = base->GetApi(ORT_API_VERSION);
   return api != NULL ? api->CreateStatus(ORT_FAIL, what) : (OrtStatus *)(intptr_t)1;
@@ -221,7 +230,11 @@ OrtStatus *ReleaseEpFactory(OrtEpFactory *factory) {
       s->factories[f] = NULL;
       size_t live = 0;
       for (size_t g = 0; g < s->num_factories; g++) live += s->factories[g] != NULL;
-      if (live == 0) s->used = 0; /* the real library stays open: its code may still be run */
+      if (live == 0) { /* as ORT would on unregistering it: the real library may unload */
+        dlclose(s->handle);
+        s->handle = NULL;
+        s->used = 0;
+      }
       return status;
     }
   }

@@ -1,0 +1,121 @@
+"""Real third-party plugin EPs on a CPU machine: `racefuzz setup` fetches them into the cache
+(the first test of each target does it, once per machine), doctor runs every profile x model
+on them, and short campaigns check that the race of onnxruntime-ep-webgpu's shared device is
+found while OpenVINO, ggml and nxrt-ep-cpu stay clean. Where a setup cannot be made (no network
+to PyPI or Debian, no apt-get, not x86-64 Linux), its tests skip with the setup's own line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli import one_error_line, racefuzz
+
+from racefuzz.targets import cpu_eps
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.machine() != "x86_64",
+    reason="the EPs' wheels and Debian's lavapipe are fetched for x86-64 Linux",
+)
+# The openvino target as this CPU needs it: on one not Intel's, the named vendor override.
+OPENVINO = "openvino" if cpu_eps.cpu_vendor() == "GenuineIntel" else "openvino[as-intel]"
+
+
+@functools.cache
+def _setup(name: str) -> subprocess.CompletedProcess[str]:
+    return racefuzz("setup", name, timeout=900)
+
+
+def ready(name: str) -> None:
+    """Set the target up (once per test session), or skip saying why it cannot be."""
+    done = _setup(name)
+    if done.returncode != 0:
+        pytest.skip(f"racefuzz setup {name}: {done.stderr.strip()}")
+
+
+def test_before_setup_each_target_names_the_command_that_fetches_it(tmp_path: Path) -> None:
+    empty = {**os.environ, "RACEFUZZ_CACHE": str(tmp_path)}
+    for target, what in (
+        ("webgpu-cpu", "onnxruntime-ep-webgpu 0.4.0"),
+        ("ggml", "onnxruntime-ggml"),
+    ):
+        line = one_error_line(racefuzz("doctor", "--target", target, env=empty))
+        assert what in line and f"run `racefuzz setup {target}`" in line, line
+    line = one_error_line(racefuzz("setup", "nxrt-cpu", env=empty))
+    assert "no setup for target 'nxrt-cpu'" in line and "webgpu-cpu, openvino, ggml" in line
+
+
+def test_setup_fetches_once_and_then_says_it_is_there() -> None:
+    ready("ggml")
+    again = racefuzz("setup", "ggml")
+    assert again.returncode == 0, again.stderr
+    assert "onnxruntime-ggml 0.2.0: already in" in again.stdout
+    assert "target 'ggml' is ready" in again.stdout
+
+
+@pytest.mark.skipif(cpu_eps.cpu_vendor() == "GenuineIntel", reason="an Intel CPU needs no override")
+def test_openvino_on_a_cpu_not_intels_asks_for_the_named_override() -> None:
+    ready("openvino")
+    line = one_error_line(racefuzz("doctor", "--target", "openvino"))
+    assert "offers no device on a CPU not Intel's" in line and "'openvino[as-intel]'" in line
+
+
+@pytest.mark.parametrize("target", ["webgpu-cpu", OPENVINO, "ggml"])
+def test_doctor_runs_every_profile_and_model_on_the_real_ep(target: str) -> None:
+    ready(target)
+    proc = racefuzz("doctor", "--target", target, env={**os.environ, "COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    loaded = cpu_eps_target(target)
+    table = [
+        line.split()
+        for line in proc.stdout.splitlines()
+        if line.split()[:1] and line.split()[0] in loaded.profile_names()
+    ]
+    assert len(table) == len(loaded.profiles) * len(loaded.models), proc.stdout
+    for row in table:
+        placed, got = row[2].split("/")
+        assert placed == got, row  # every node on the EP
+        assert "error" not in row and "mismatch" not in row and "died" not in row, row
+    # What racefuzz changed of what the EP sees is said, and kept in the target's JSON.
+    for change in loaded.adaptations:
+        assert f"adapted: {change}" in " ".join(proc.stdout.split()), change
+
+
+def cpu_eps_target(spec: str):  # type: ignore[no-untyped-def]
+    from racefuzz.targets.registry import load_target
+
+    return load_target(spec, None)
+
+
+def _campaign(target: str, out: Path, seconds: int, *extra: str) -> tuple[int, dict, Path]:  # type: ignore[type-arg]
+    proc = racefuzz(
+        "run",
+        "--target",
+        target,
+        "--seconds",
+        str(seconds),
+        "--no-dashboard",
+        "--out",
+        str(out),
+        *extra,
+        timeout=seconds + 600,
+    )
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    return proc.returncode, json.loads((folder / "findings.json").read_text()), folder
+
+
+@pytest.mark.parametrize("target", [OPENVINO, "ggml", "nxrt-cpu"])
+def test_a_campaign_on_a_sound_cpu_ep_finds_nothing(target: str, tmp_path: Path) -> None:
+    if target != "nxrt-cpu":
+        ready(target)
+    code, found, _ = _campaign(target, tmp_path, 30, "--jobs", "2")
+    new = [f for f in found["findings"] if f["verdict"] == "new"]
+    assert code == 0 and not new, [(f["cluster"], f["state"]) for f in new]
+    assert found["totals"]["schedules"] > 20, found["totals"]
