@@ -119,3 +119,51 @@ def test_a_campaign_on_a_sound_cpu_ep_finds_nothing(target: str, tmp_path: Path)
     new = [f for f in found["findings"] if f["verdict"] == "new"]
     assert code == 0 and not new, [(f["cluster"], f["state"]) for f in new]
     assert found["totals"]["schedules"] > 20, found["totals"]
+
+
+def test_webgpu_over_lavapipe_a_registration_cycle_is_clean(tmp_path: Path) -> None:
+    # The forwarding library stays loaded and hands a re-registered EP the table it had: a
+    # racefuzz-made SIGSEGV in the second register once opened a cluster of its own.
+    ready("webgpu-cpu")
+    steps = [{"thread": 0, "op": op} for op in ("register", "unregister", "register")]
+    steps += [
+        {"thread": 0, "op": "create", "session": "s1", "profile": "webgpu", "model": "tiny"},
+        {"thread": 0, "op": "run", "session": "s1"},
+    ]
+    path = tmp_path / "cycle.json"
+    path.write_text(json.dumps({"version": 1, "threads": 1, "steps": steps}))
+    replayed = racefuzz("replay", str(path), "--target", "webgpu-cpu", "--times", "3")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_webgpu_over_lavapipe_the_run_race_is_found_shrunk_and_reproduced(tmp_path: Path) -> None:
+    ready("webgpu-cpu")
+    code, found, folder = _campaign("webgpu-cpu", tmp_path, 90, "--jobs", "2")
+    assert code == 1
+    clusters = {f["cluster"]: f for f in found["findings"] if f["duplicate_of"] is None}
+    races = [
+        f
+        for key, f in clusters.items()
+        if key.startswith("overlap|")
+        and "run" in key.split("|")[1].split("+")
+        and f["minimal_steps"] is not None
+    ]
+    assert races, {k: f["state"] for k, f in clusters.items()}
+    race = min(races, key=lambda f: f["minimal_steps"])
+    assert race["origin"] == "interleaving" and race["minimal_steps"] <= 6, race
+    k, n = race["reproduction"]
+    assert k / n >= 0.25, race  # dependable: a bug ticket's reader sees it in a few replays
+    # Its repro.py, with the library it recorded, reproduces it under load.
+    repro = folder / race["bundle"] / "repro.py"
+    done = subprocess.run(
+        [sys.executable, str(repro), "--times", "8", "--parallel", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    # No cluster is a register, unregister or setup step crashing: those would be racefuzz's.
+    alone = [
+        k for k in clusters if k.startswith("crash|") and k.endswith(("|register", "|unregister"))
+    ]
+    assert not alone, alone
