@@ -27,15 +27,12 @@ from pathlib import Path
 from racefuzz.errors import RacefuzzError
 from racefuzz.targets import cpu_eps
 from racefuzz.targets import gpu as gpu_targets
+from racefuzz.targets.bug_switches import BUGS as BUGS
+from racefuzz.targets.bug_switches import BUGS_ENV as BUGS_ENV
 from racefuzz.targets.model import Library, Profile, Target
 from racefuzz.targets.models import DEFAULT_MODELS as BUILTIN_MODELS
 from racefuzz.targets.sanitizer import runtime as checked_runtime
 
-# B1..B8 the seed's behaviours, B9..B17 after public reports, B18..B20 one defect each that many
-# ops reach (the preflight probe's own calls, a crash and an error in one shared helper): the
-# table in testbed/README.md says what each breaks.
-BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 21))
-BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
 TRACE_ENV = "RACEFUZZ_TESTBED_TRACE"
 TESTBED_EP = "RacefuzzTestbed"
 AMD_VENDOR_ID = 0x1002

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
-from racefuzz.targets.builtin import BUGS, BUGS_ENV
+from racefuzz.targets.bug_switches import BUGS, BUGS_ENV
 
 # Flavour -> the -fsanitize value it builds with (and the sanitizer its library declares).
 FLAVOURS: dict[str, str] = {"asan": "address", "tsan": "thread"}

@@ -1,0 +1,10 @@
+"""The testbed's bug switches: their names, and the variable the library reads them from when
+it loads. Apart from `builtin` so that the testbed's build (`testbed`) can key its cache by
+them without importing the built-in targets, which import the build.
+"""
+
+# B1..B8 the seed's behaviours, B9..B17 after public reports, B18..B20 one defect each that many
+# ops reach (the preflight probe's own calls, a crash and an error in one shared helper): the
+# table in testbed/README.md says what each breaks.
+BUGS: tuple[str, ...] = tuple(f"B{i}" for i in range(1, 21))
+BUGS_ENV = "RACEFUZZ_TESTBED_BUGS"
