@@ -81,7 +81,7 @@ def test_unknown_flavours_are_one_line() -> None:
     line = one_error_line(racefuzz("doctor", "--target", "testbed[msan]"))
     assert line == (
         "racefuzz: error: unknown flavour in target 'testbed[msan]' "
-        "(known: testbed[asan], testbed[tsan])"
+        "(known: testbed[asan], testbed[tsan], openvino[as-intel])"
     )
     assert "unknown flavour" in one_error_line(racefuzz("doctor", "--target", "cpu[tsan]"))
 

@@ -44,7 +44,8 @@ def roundtrip(target: Target) -> Target:
 
 
 def test_the_builtin_names_each_load_or_say_why() -> None:
-    assert BUILTIN_TARGETS == ("testbed", "nxrt-cpu", "cpu", "webgpu", "nxrt-cuda")
+    assert BUILTIN_TARGETS[:5] == ("testbed", "nxrt-cpu", "cpu", "webgpu", "nxrt-cuda")
+    assert BUILTIN_TARGETS[5:] == ("webgpu-cpu", "openvino", "ggml")
     assert load_target("cpu").name == "cpu"
     assert load_target("nxrt-cpu").name == "nxrt-cpu"
 
@@ -390,7 +391,7 @@ def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> No
     (folder / "racefuzz.toml").write_text(GOOD)
     expected = (
         "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B20], nxrt-cpu, cpu, webgpu, "
-        "nxrt-cuda; "
+        "nxrt-cuda, webgpu-cpu, openvino, ggml; "
         "racefuzz.toml defines: amdgpu)"
     )
     with pytest.raises(RacefuzzError, match=f"^{re.escape(expected)}$"):
@@ -400,7 +401,7 @@ def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> No
 def test_an_unknown_target_without_a_config_says_there_is_none(folder: Path) -> None:
     expected = (
         "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B20], nxrt-cpu, cpu, webgpu, "
-        "nxrt-cuda; "
+        "nxrt-cuda, webgpu-cpu, openvino, ggml; "
         "no racefuzz.toml in the current folder)"
     )
     with pytest.raises(RacefuzzError, match=f"^{re.escape(expected)}$"):
