@@ -113,7 +113,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     version = check_ort()
     args.target = _target_spec(args)
     target = load_target(args.target, args.config)
-    return doctor(args, target, _runner(args, target), version)
+    return doctor(target, _runner(args, target), version)
 
 
 def run_command(args: argparse.Namespace) -> int:

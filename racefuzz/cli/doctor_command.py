@@ -10,7 +10,6 @@ doctor suggests the tolerance a target's outputs would need.
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import sys
@@ -70,7 +69,7 @@ class Differences:
         self.need = max(self.need, other.need)
 
 
-def doctor(args: argparse.Namespace, target: Target, runner: Runner, version: str) -> int:
+def doctor(target: Target, runner: Runner, version: str) -> int:
     out = Console(width=min(Console().width, 100))
     out.print(f"onnxruntime {version}, python {sys.version.split()[0]}, cache {cache_root()}")
     out.print(describe(target))

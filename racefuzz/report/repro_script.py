@@ -83,7 +83,6 @@ def repro_source(
         "SCHEDULE": literal(json.dumps(to_json_obj(schedule), indent=1)),
         "BY_OVERLAP": repr(target.cluster_by == "overlap"),
         "PROFILES": literal(json.dumps(profiles, indent=1)),
-        "LIBRARIES": repr(libraries),
         "RECORDED": repr({name: str(target.library(name).path) for name in libraries}),
         "ENV": literal(json.dumps(repro_env(target), indent=1)),
         "TRACE": repr(target.trace),

@@ -227,11 +227,11 @@ def parse_libraries(args):
             raise Usage(f"give each EP library as --library NAME=PATH ({', '.join(LIBRARIES)})")
         named[LIBRARIES[0]] = args.paths[0]
     for name in LIBRARIES:
-        if name not in named and os.path.isfile(RECORDED.get(name, "")):
+        if name not in named and os.path.isfile(RECORDED[name]):
             named[name] = RECORDED[name]  # the library racefuzz ran, still where it was
         if name not in named:
-            was = f", and '{RECORDED[name]}' is not here" if name in RECORDED else ""
-            raise Usage(f"missing the path to EP library '{name}'{was} (usage: repro.py@@USAGE@@)")
+            raise Usage(f"missing the path to EP library '{name}', and '{RECORDED[name]}' is "
+                        "not here (usage: repro.py@@USAGE@@)")
         if not os.path.isfile(named[name]):
             raise Usage(f"EP library '{named[name]}' not found")
     return {name: os.path.abspath(path) for name, path in named.items()}
@@ -328,8 +328,10 @@ FINDING = json.loads(@@FINDING@@)
 TIMELINE = @@TIMELINE@@
 SCHEDULE = json.loads(@@SCHEDULE@@)
 PROFILES = json.loads(@@PROFILES@@)
-LIBRARIES = @@LIBRARIES@@  # the EP libraries the schedule registers, by the name its steps use
-RECORDED = @@RECORDED@@  # where racefuzz found each: the default path
+# The EP libraries the schedule registers, by the name its steps use, and where racefuzz
+# found each: the default path.
+RECORDED = @@RECORDED@@
+LIBRARIES = list(RECORDED)
 TARGET_ENV = json.loads(@@ENV@@)
 TRACE = @@TRACE@@  # the testbed's white-box trace (for `misroute` findings)
 BY_OVERLAP = @@BY_OVERLAP@@  # the target clusters by overlap shape (`cluster_by = "overlap"`)

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from racefuzz.errors import RacefuzzError
 from racefuzz.targets import fetch, forwarding
-from racefuzz.targets.model import FrozenMap, Library, Profile, Target
+from racefuzz.targets.gpu import two_profiles
+from racefuzz.targets.model import FrozenMap, Library, Target
 
 # (pip name, pinned version, the library inside the unpacked wheel)
 WEBGPU_WHEEL = (
@@ -144,17 +145,6 @@ def _forwarded(fwd: forwarding.Forwarding, who: str) -> Library:
     return Library(fwd.name, forwarding.library(who), forwards_to=fwd.real)
 
 
-def _two(
-    name: str, library: str, ep: str, options: dict[str, str], **b: str
-) -> tuple[Profile, ...]:
-    """Two profiles of one EP on the CPU device, the second with one intra-op thread (and the
-    EP's own options `b`), so sessions of both shapes share the EP; `dml`/`mgx` alias them."""
-    return (
-        Profile(name, library, ep, options, device_type="cpu"),
-        Profile(f"{name}-b", library, ep, {**options, **b}, device_type="cpu", intra_op_threads=1),
-    )
-
-
 def webgpu_cpu_target() -> Target:
     who = "target 'webgpu-cpu'"
     real = _wheel_library(WEBGPU_WHEEL, who, "webgpu-cpu")
@@ -181,7 +171,7 @@ def webgpu_cpu_target() -> Target:
             "on the CPU, the EP told the CPU is a GPU"
         ),
         libraries=(_forwarded(fwd, who),),
-        profiles=_two("webgpu", "webgpu", WEBGPU_EP, {}),
+        profiles=two_profiles("webgpu", "webgpu", WEBGPU_EP, device_type="cpu"),
         models=_WEBGPU_MODELS,
         env=FrozenMap(env),
         aliases=FrozenMap({"dml": "webgpu", "mgx": "webgpu-b"}),
@@ -215,7 +205,7 @@ def openvino_target(as_intel: bool) -> Target:
         name=spec,
         description=f"onnxruntime-ep-openvino {OPENVINO_WHEEL[1]} on the CPU in f32{told}",
         libraries=(library,),
-        profiles=_two("openvino", "openvino", OPENVINO_EP, options),
+        profiles=two_profiles("openvino", "openvino", OPENVINO_EP, "cpu", options),
         models=_OPENVINO_MODELS,
         env=FrozenMap(env),
         aliases=FrozenMap({"dml": "openvino", "mgx": "openvino-b"}),
@@ -229,7 +219,7 @@ def ggml_target() -> Target:
         name="ggml",
         description=f"onnxruntime-ggml {GGML_WHEEL[1]} on the CPU (its library, not its package)",
         libraries=(Library("ggml", real),),
-        profiles=_two("ggml", "ggml", GGML_EP, {"device": "cpu"}, threads="1"),
+        profiles=two_profiles("ggml", "ggml", GGML_EP, "cpu", {"device": "cpu"}, threads="1"),
         models=_GGML_MODELS,
         aliases=FrozenMap({"dml": "ggml", "mgx": "ggml-b"}),
         tolerance=_GGML_TOLERANCE,

@@ -76,10 +76,27 @@ def nvidia_library_path() -> str:
     return ":".join([*folders, inherited] if inherited else folders)
 
 
-def _two_profiles(name: str, library: str, ep: str) -> tuple[Profile, ...]:
+def two_profiles(
+    name: str,
+    library: str,
+    ep: str,
+    device_type: str = "gpu",
+    options: dict[str, str] | None = None,
+    **second: str,
+) -> tuple[Profile, ...]:
+    """Two profiles of one EP on `device_type`, the second with one intra-op thread (and the
+    EP's own options `second` on top of `options`), so sessions of both shapes share the EP."""
+    first = options or {}
     return (
-        Profile(name, library, ep, {}, device_type="gpu"),
-        Profile(f"{name}-b", library, ep, {}, device_type="gpu", intra_op_threads=1),
+        Profile(name, library, ep, first, device_type=device_type),
+        Profile(
+            f"{name}-b",
+            library,
+            ep,
+            {**first, **second},
+            device_type=device_type,
+            intra_op_threads=1,
+        ),
     )
 
 
@@ -94,7 +111,7 @@ def webgpu_target() -> Target:
         name="webgpu",
         description="onnxruntime-ep-webgpu (Dawn over Vulkan) from PyPI",
         libraries=(Library("webgpu", path),),
-        profiles=_two_profiles("webgpu", "webgpu", WEBGPU_EP),
+        profiles=two_profiles("webgpu", "webgpu", WEBGPU_EP),
         models=_WEBGPU_MODELS,
         aliases=FrozenMap({"dml": "webgpu", "mgx": "webgpu-b"}),
         tolerance=_GPU_TOLERANCE,
@@ -111,7 +128,7 @@ def nxrt_cuda_target() -> Target:
         name="nxrt-cuda",
         description="the nxrt-ep-cuda plugin EP (CUDA 13) from PyPI",
         libraries=(Library("nxrt", path),),
-        profiles=_two_profiles("cuda", "nxrt", NXRT_CUDA_EP),
+        profiles=two_profiles("cuda", "nxrt", NXRT_CUDA_EP),
         models=_NXRT_CUDA_MODELS,
         env=FrozenMap({"LD_LIBRARY_PATH": nvidia_library_path()}),
         aliases=FrozenMap({"dml": "cuda", "mgx": "cuda-b"}),
