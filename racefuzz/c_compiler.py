@@ -15,10 +15,9 @@ from pathlib import Path
 
 
 def compile_shared(
-    source: Path | Sequence[Path],
-    target: Path, includes: Sequence[Path] = (), libs: Sequence[str] = ("dl",)
+    source: Path, target: Path, includes: Sequence[Path] = (), libs: Sequence[str] = ("dl",)
 ) -> bool:
-    """Compile one C file (or several) into a shared library at `target` (atomically: another process may be
+    """Compile one C file into a shared library at `target` (atomically: another process may be
     building it too), with header folders `includes`, linked with `libs`. False where there is
     no compiler or it failed."""
     compiler = next(
@@ -39,7 +38,7 @@ def compile_shared(
                 *(f"-I{folder}" for folder in includes),
                 "-o",
                 str(tmp),
-                *(str(s) for s in ([source] if isinstance(source, Path) else source)),
+                str(source),
                 *(f"-l{lib}" for lib in libs),
             ],
             capture_output=True,

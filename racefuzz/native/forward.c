@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_table.h"
 #include "onnxruntime_c_api.h" /* includes the EP API too */
 
 #define SLOTS 4        /* forwarded registrations one process may hold at once */
@@ -81,7 +80,20 @@ static uint32_t vendor_id(int slot, const OrtHardwareDevice *device) {
 }
 
 static void build_copy(Slot *s, const OrtApi *api) {
-  copy_table((void *const *)api, sizeof(OrtApi) / sizeof(void *), s->copy, MAX_ENTRIES);
+  /* ORT only ever appends to OrtApi, and GetApi returns one table for every version it serves:
+   * copy entries while they are functions of ORT's own library, so that a table newer than the
+   * headers this was built with is copied whole. */
+  void *const *entries = (void *const *)api;
+  Dl_info first, info;
+  size_t n = 0;
+  memset(s->copy, 0, sizeof s->copy);
+  if (dladdr(entries[0], &first) != 0) {
+    while (n < MAX_ENTRIES && entries[n] != NULL && dladdr(entries[n], &info) != 0 &&
+           info.dli_fbase == first.dli_fbase) {
+      s->copy[n] = entries[n];
+      n++;
+    }
+  }
   s->real_api = api;
 }
 

@@ -21,8 +21,7 @@ from racefuzz.c_compiler import compile_shared
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
 
-NATIVE = Path(__file__).resolve().parent.parent / "native"
-SOURCE = NATIVE / "forward.c"
+SOURCE = Path(__file__).resolve().parent.parent / "native" / "forward.c"
 ENV_PREFIX = "RACEFUZZ_FORWARD_"
 VENDOR_IDS = {"intel": 0x8086, "amd": 0x1022, "nvidia": 0x10DE}
 
@@ -67,7 +66,7 @@ def library(who: str) -> Path:
     """The built forwarding library; `who` starts the error line when it cannot be built."""
     if not sys.platform.startswith("linux"):
         raise RacefuzzError(f"{who} needs racefuzz's forwarding library, built on Linux only")
-    key = hashlib.sha256(SOURCE.read_bytes() + (NATIVE / "api_table.h").read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     built = cache_root() / "forward" / key / "libracefuzz_forward.so"
     if built.is_file():
         return built
