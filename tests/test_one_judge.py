@@ -1,7 +1,7 @@
 """repro.py judges a replay exactly as racefuzz does.
 
 One event stream, exit status, stderr and trace, told twice: to racefuzz (its `ending.Watch`,
-`executor.told` with the target's profiles and EP modules, the shrinker's `shows`) and to a
+`executor.told` with the target's profiles and EP modules, the shrinker's `RaceSymptoms`) and to a
 generated repro.py (the same stream fed to its embedded `Watch`, then its `verdict`), for a
 finding drawn from what racefuzz made of the run or from decoys of other symptoms and overlap
 shapes. Hypothesis draws 1200 such runs; the two verdicts must agree on every one. A bundle whose
@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from racefuzz.execute import executor
 from racefuzz.judge.ending import Watch
 from racefuzz.judge.outcome import Check, Exit, Finding, RunResult
+from racefuzz.judge.race_symptoms import RaceSymptoms
 from racefuzz.report.repro_script import repro_source
 from racefuzz.schedule import contract
 from racefuzz.schedule.model import Op, Schedule, Step, problems
-from racefuzz.shrink.runs import shows
 from racefuzz.targets import models
 from racefuzz.targets.model import Library, Profile, Target
 from racefuzz.worker.protocol import Skip
@@ -200,17 +200,27 @@ def test_repro_py_and_racefuzz_give_every_run_the_same_verdict(
     assert not problems(schedule, library_of=target.library_of)
     ours = _ours(run, target)
     finding = data.draw(st.sampled_from([*ours.findings, *_decoys(ours.findings)]))
-    symptom = finding.symptom if finding.overlap else None
-    racefuzz_says = any(shows(finding.cluster, f, symptom) for f in ours.findings)
+    symptom = finding.symptom if finding.overlap else ""
+    # A step replayed alone (for a race's other symptoms) fails as the run did, or not at all.
+    alone = [replace(f, overlap="") for f in ours.findings] if data.draw(st.booleans()) else []
+    racefuzz_says = RaceSymptoms(finding.cluster, symptom, lambda _: alone).evidence(
+        schedule, ours.findings
+    ) is not None
 
     ns = _script(schedule, finding, target)
     embedded = repro_judge.json_io.from_json_obj(ns["SCHEDULE"], library_of=ns["library_of"])
     theirs = repro_judge.ending.Watch(embedded, 20.0, 180.0, 4096.0, 100.0)
     _fed(theirs, run, repro_judge.outcome.Exit)
-    repro_says, what = ns["verdict"](
+    theirs_alone = [repro_judge.outcome.Finding(**vars(f)) for f in alone]
+    race = repro_judge.race_symptoms.RaceSymptoms(
+        finding.cluster, ns["FINDING"]["symptom"], lambda _: theirs_alone
+    )
+    judged = ns["judged"](
         repro_judge, theirs, run["returncode"], run["stderr"], run["trace"], [EP.path.name]
     )
-    event(f"reproduced: {racefuzz_says}; exit: {ours.exit.value}; pinned: {symptom is not None}")
+    repro_says, what = ns["verdict"](race, judged)
+    event(f"reproduced: {racefuzz_says}; exit: {ours.exit.value}; pinned: {bool(symptom)}")
+    event(f"by another symptom of the race: {racefuzz_says and 'another symptom' in what}")
     assert repro_says == racefuzz_says, (finding.cluster, symptom, what, ours.findings)
     if not repro_says and ours.findings and ours.exit is not Exit.KILLED:
         assert what.startswith("something else: "), what

@@ -23,7 +23,7 @@ from typing import cast
 
 import pytest
 
-from racefuzz.judge.baseline import alone_schedule
+from racefuzz.schedule.alone import alone_schedule
 from racefuzz.schedule.json_io import dumps, loads
 from racefuzz.schedule.model import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.schedule.op_table import SPECS, OpSpec, Subject, check_table
@@ -199,7 +199,7 @@ _FUZZ_THE_NEW_OP = textwrap.dedent(
     import racefuzz
     from racefuzz import strategies
     from racefuzz.execute import executor
-    from racefuzz.judge.baseline import alone_schedule
+    from racefuzz.schedule.alone import alone_schedule
     from racefuzz.schedule.model import Op
     from racefuzz.schedule.json_io import dumps, loads
     from racefuzz.strategies.space import space_for

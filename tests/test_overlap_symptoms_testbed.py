@@ -26,6 +26,8 @@ from racefuzz.execute import executor
 from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import Baselines
 from racefuzz.judge.oracles import evidence
+from racefuzz.judge.outcome import Finding
+from racefuzz.judge.race_symptoms import RaceSymptoms
 from racefuzz.schedule.json_io import load
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
@@ -91,3 +93,42 @@ def test_a_race_and_a_symptom_that_fails_alone_keep_their_own_minimal_schedules(
     alone_runs = [executor.run(target, alone.minimal, options) for _ in range(3)]
     assert all(evidence(r.findings, alone.cluster) for r in alone_runs)
     assert not any(evidence(r.findings, race.cluster, RACE) for r in alone_runs)
+
+
+def test_another_symptom_of_a_race_counts_where_its_step_is_clean_alone(
+    testbed_library: Path,
+) -> None:
+    # The count a shrink and repro.py make of an overlap cluster's replays, pinned to a crash
+    # this schedule never shows: B8's HIP error at `run s1` follows the create overlap and a
+    # dml session's run alone is clean, so it is another symptom of the race and counts; B6's
+    # allocator error at `run s2` follows the same overlap but an mgx session fails alone, so
+    # it never counts (the drift issue 24 was about).
+    target = dataclasses.replace(load_target("testbed:B6,B8"), cluster_by="overlap")
+    runner = Runner(target, executor.RunOptions(step_timeout=20.0))
+    alone_runs: list[Schedule] = []
+
+    def run_alone(schedule: Schedule) -> tuple[Finding, ...]:
+        alone_runs.append(schedule)
+        return runner.run(schedule).findings
+
+    race = RaceSymptoms("overlap|create", "crash|SIGSEGV|run", run_alone)
+    try:
+        hits = []
+        for _ in range(20):
+            result = runner.run(BOTH)
+            no_allocator = [f for f in result.findings if NO_ALLOCATOR in f.message]
+            assert no_allocator and no_allocator[0].overlap == "create", result.findings
+            assert race.evidence(result.schedule, no_allocator) is None
+            hit = race.evidence(result.schedule, result.findings)
+            hits.append(hit)
+            if hit is not None:
+                break
+    finally:
+        runner.close()
+    assert [h for h in hits if h is not None], "B8's race never showed in 20 runs"
+    hit = next(h for h in hits if h is not None)
+    assert hit.symptom == RACE and race.is_other(hit)
+    assert race.others[RACE] is True and race.others[no_allocator[0].symptom] is False
+    # Each step was replayed alone twice, once per symptom: `run s1` on dml, `run s2` on mgx.
+    assert sorted({s.steps[1].profile for s in alone_runs}) == ["dml", "mgx"]
+    assert len(alone_runs) == 2 * 2

@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from racefuzz.execute import executor
-from racefuzz.judge.baseline import alone_schedule
 from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.alone import alone_schedule
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.model import Target
 from racefuzz.targets.registry import load_target

@@ -10,8 +10,8 @@ its stream) are each seen only through their mode: the same schedule without it 
 from __future__ import annotations
 
 from racefuzz.execute import executor
-from racefuzz.judge.baseline import alone_schedule
 from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.alone import alone_schedule
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
 

@@ -118,6 +118,7 @@ JUDGE_MODULES = (
     "racefuzz.schedule.model",
     "racefuzz.schedule.contract",
     "racefuzz.schedule.json_io",
+    "racefuzz.schedule.alone",
     "racefuzz.targets.sanitizer",
     "racefuzz.judge.sanitizer_report",
     "racefuzz.worker.protocol",
@@ -125,6 +126,7 @@ JUDGE_MODULES = (
     "racefuzz.judge.outcome",
     "racefuzz.judge.oracles",
     "racefuzz.judge.ending",
+    "racefuzz.judge.race_symptoms",
 )
 
 

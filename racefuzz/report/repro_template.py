@@ -84,7 +84,8 @@ def child(job):
     worker = load_module("racefuzz.worker.main", WORKER_SOURCE)
     worker.no_core_dumps()
     job = json.loads(job)
-    job.update(schedule=SCHEDULE, profiles=PROFILES)
+    job.setdefault("schedule", SCHEDULE)  # a step alone has its own (`race_symptoms`)
+    job["profiles"] = PROFILES
     import faulthandler
 
     faulthandler.enable(file=sys.stderr, all_threads=True)
@@ -106,9 +107,10 @@ def rss_mb(pid):
 
 
 def replay(judge, job, env, step_timeout):
-    """Run the schedule once in a child, watched as racefuzz's executor watches a worker (the
-    same `ending.Watch`): (watch, returncode, whether it started, stderr text)."""
-    schedule = judge.json_io.from_json_obj(SCHEDULE, library_of=library_of)
+    """Run the job's schedule (the finding's, unless it names one) once in a child, watched as
+    racefuzz's executor watches a worker (the same `ending.Watch`): (watch, returncode, whether
+    it started, stderr text)."""
+    schedule = judge.json_io.from_json_obj(job.get("schedule", SCHEDULE), library_of=library_of)
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--child", json.dumps(job)],
@@ -176,15 +178,20 @@ def library_of(profile):
     return PROFILES[profile]["library"]
 
 
-def verdict(judge, watch, returncode, stderr, trace, files):
-    """(reproduced, what this replay did): the run as racefuzz's executor tells it, judged by
-    racefuzz's oracles, counted by the rule its shrinker and campaign count replays by."""
+def judged(judge, watch, returncode, stderr, trace, files):
+    """The run as racefuzz's executor tells it, judged by racefuzz's oracles."""
     result = watch.result(returncode, time.monotonic())
     result = judge.ending.with_output(result, stderr, judge.ending.stack_part(stderr), trace)
-    judged = judge.oracles.judge(result, library_of, files, BY_OVERLAP)
-    hit = judge.oracles.evidence(judged.findings, FINDING["cluster"], FINDING["symptom"])
+    return judge.oracles.judge(result, library_of, files, BY_OVERLAP)
+
+
+def verdict(race, judged):
+    """(reproduced, what this replay did), counted by the rule racefuzz's shrinker counts replays
+    by (`race_symptoms.RaceSymptoms`, which replays a race's other symptom's step alone)."""
+    hit = race.evidence(judged.schedule, judged.findings)
     if hit is not None:
-        return True, describe(judged, hit)
+        other = " (another symptom of the race: its step is clean alone)"
+        return True, describe(judged, hit) + (other if race.is_other(hit) else "")
     if judged.exit == "killed":
         return False, f"killed from outside ({judged.signal}): the run tells nothing of the EP"
     if judged.findings:
@@ -272,6 +279,14 @@ def main(argv):
         return 2
     judge = load_judge()
     files = [os.path.basename(path) for path in libraries.values()]
+
+    def run_alone(schedule):  # one step alone, for a race's other symptoms
+        obj = judge.json_io.to_json_obj(schedule)
+        watch, returncode, _, stderr = replay(judge, {**job, "schedule": obj}, env,
+                                              args.step_timeout)
+        return judged(judge, watch, returncode, stderr, (), files).findings
+
+    race = judge.race_symptoms.RaceSymptoms(FINDING["cluster"], FINDING["symptom"], run_alone)
     env = child_env(os.environ)
     print(f"racefuzz repro: {FINDING['kind']} in {FINDING['op']}: {FINDING['message']}")
     print(TIMELINE)
@@ -311,7 +326,8 @@ def main(argv):
                 last = (watch.internal.strip().splitlines() or ["?"])[-1]
                 ok, what = False, f"racefuzz's own worker code failed, not the EP: {last}"
             else:
-                ok, what = verdict(judge, watch, returncode, stderr, read_trace(trace), files)
+                ok, what = verdict(race, judged(judge, watch, returncode, stderr,
+                                                read_trace(trace), files))
             hits += ok
             print(f"replay {n}/{args.times}: {'REPRODUCED' if ok else 'not reproduced'}: {what}")
             if (watch.killed_for or returncode != 0) and not shown and stderr.strip():

@@ -22,7 +22,7 @@ What follows from subject and effect (so entries need not say it):
 - `enabled_steps` proposes a library op once per registration key; a maker once per profile
   (and model, if it takes one) under a fresh name; a user or ender once per live subject or per
   profile; each of those once per live peer and once per allowed mode (None first).
-- `baseline.alone_schedule` replays a step alone as `register`, `create s1` (unless the subject
+- `alone.alone_schedule` replays a step alone as `register`, `create s1` (unless the subject
   is a library), the subject's and the peer's makers under fresh names, then the step itself.
 - `Step.describe` prints `op name (profile, model) -> peer [mode]`, with what the op takes.
 

@@ -22,6 +22,7 @@ from math import comb
 
 from racefuzz.judge import oracles
 from racefuzz.judge.outcome import Finding, RunResult
+from racefuzz.judge.race_symptoms import RaceSymptoms
 from racefuzz.schedule.model import Schedule
 
 
@@ -76,13 +77,23 @@ class Runs:
     ) -> None:
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, not {parallel}")
-        self._run, self.signature, self.deadline = run, signature, deadline
+        self._run, self.deadline = run, deadline
         self.symptom = symptom  # the failure the shrink started from (`shows`)
+        # Its race's other symptoms count too where the step that failed runs clean alone.
+        self.race = RaceSymptoms(signature, symptom or "", lambda s: run(s).findings)
         self.confirm_replays, self.parallel = confirm_replays, parallel
         self._pool = ThreadPoolExecutor(parallel) if parallel > 1 else None
         self.calls = self.batches = 0
         self.batch_seconds = 0.0  # wall time of the batches
         self.hit: RunResult | None = None  # the last failing run of the schedule under test
+
+    @property
+    def signature(self) -> str:
+        return self.race.cluster
+
+    @signature.setter
+    def signature(self, cluster: str) -> None:  # an earlier overlap's race took the blame
+        self.race.cluster = cluster
 
     def close(self) -> None:
         if self._pool is not None:
@@ -133,7 +144,7 @@ class Runs:
     def shows(self, result: RunResult, match: Callable[[Finding], bool] | None = None) -> bool:
         if match is not None:
             return any(match(f) for f in result.findings)
-        return oracles.evidence(result.findings, self.signature, self.symptom or "") is not None
+        return self.race.evidence(result.schedule, result.findings) is not None
 
     def batch(self, schedule: Schedule, n: int, keep_reserve: bool) -> list[RunResult]:
         """`n` runs at once; `Stop` instead once the deadline has passed (so a shrink ends at
