@@ -203,9 +203,10 @@ def test_repro_py_and_racefuzz_give_every_run_the_same_verdict(
     symptom = finding.symptom if finding.overlap else ""
     # A step replayed alone (for a race's other symptoms) fails as the run did, or not at all.
     alone = [replace(f, overlap="") for f in ours.findings] if data.draw(st.booleans()) else []
-    racefuzz_says = RaceSymptoms(finding.cluster, symptom, lambda _: alone).evidence(
-        schedule, ours.findings
-    ) is not None
+    racefuzz_says = (
+        RaceSymptoms(finding.cluster, symptom, lambda _: alone).evidence(schedule, ours.findings)
+        is not None
+    )
 
     ns = _script(schedule, finding, target)
     embedded = repro_judge.json_io.from_json_obj(ns["SCHEDULE"], library_of=ns["library_of"])
