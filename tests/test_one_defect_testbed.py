@@ -89,6 +89,5 @@ def test_each_defect_is_found(campaign: Clusters, record_property: Any) -> None:
     assert campaign.mine, [f["cluster"] for f in campaign.others]
 
 
-@pytest.mark.xfail(strict=False, reason="dedup under redesign")
 def test_one_defect_is_at_most_two_clusters_after_shrinking(campaign: Clusters) -> None:
     assert campaign.mine and len(campaign.distinct) <= GOAL, campaign.describe()
