@@ -85,3 +85,59 @@ def test_out_pointing_at_a_file_is_one_line(tmp_path: Path) -> None:
     afile.write_text("")
     line = one_error_line(racefuzz("run", "--target", "cpu", "--out", str(afile)))
     assert "is a file, not a folder" in line
+
+
+def test_an_unknown_strategy_is_one_line_and_leaves_no_folder(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    line = one_error_line(
+        racefuzz("run", "--target", "cpu", "--strategy", "bogus", "--out", str(out))
+    )
+    assert line == (
+        "racefuzz: error: unknown strategy 'bogus' "
+        "(known: mutate, pct, portfolio, random, replay, swarm)"
+    )
+    assert not out.exists()
+
+
+def test_shrink_checks_out_before_any_work(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    schedule = SCHEDULES / "s3_two_sessions_dml_runs.json"
+    line = one_error_line(
+        racefuzz("shrink", str(schedule), "--target", "testbed:B3", "--out", str(afile), timeout=60)
+    )
+    assert line == f"racefuzz: error: --out '{afile}' is a file, not a folder"
+    below = afile / "bundles"
+    line = one_error_line(
+        racefuzz("shrink", str(schedule), "--target", "testbed:B3", "--out", str(below), timeout=60)
+    )
+    assert line == f"racefuzz: error: --out '{below}' (at '{afile}') is a file, not a folder"
+
+
+def test_out_on_a_read_only_filesystem_is_one_line() -> None:
+    line = one_error_line(racefuzz("run", "--target", "cpu", "--out", "/proc/racefuzz-out"))
+    assert line.startswith("racefuzz: error: cannot write results under --out '/proc/racefuzz-out'")
+
+
+def test_a_profile_that_never_creates_a_session_is_refused_up_front(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "racefuzz.toml"
+    config.write_text(
+        f'[targets.mine]\nmodels = ["tiny", "mlp"]\n'
+        f'[targets.mine.libraries]\nlib = "{testbed_library}"\n'
+        '[targets.mine.profiles.good]\nlibrary = "lib"\nep = "RacefuzzTestbed"\n'
+        'options = { profile = "dml" }\n'
+        '[targets.mine.profiles.bad]\nlibrary = "lib"\nep = "RacefuzzTestbed"\n'
+        'options = { profile = "nosuchbackend" }\n'
+    )
+    out = tmp_path / "out"
+    line = one_error_line(
+        racefuzz("run", "--config", str(config), "--target", "mine", "--out", str(out))
+    )
+    assert line.startswith(
+        "racefuzz: error: profile 'bad' cannot create a session with any model of the target "
+        "(tiny, mlp): "
+    ), line
+    assert "nosuchbackend" in line, line
+    assert not out.exists()

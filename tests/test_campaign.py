@@ -28,6 +28,7 @@ def campaign_dir(tmp_path: Path) -> Path:
 
 # nxrt-ep-cpu crashes after an unregister that ORT's contract forbids (schedules/misuse/):
 # default campaigns keep to the contract, lifecycle included, and find nothing.
+@pytest.mark.slow
 @pytest.mark.parametrize(("target", "extra"), [("cpu", ()), ("nxrt-cpu", ())])
 def test_a_short_campaign_on_a_clean_ep_finds_nothing_and_exits_0(
     tmp_path: Path, target: str, extra: tuple[str, ...]
@@ -89,6 +90,7 @@ def test_the_same_seed_makes_the_same_schedules(tmp_path: Path) -> None:
         assert a.next_schedule() == b.next_schedule()
 
 
+@pytest.mark.slow
 def test_allow_misuse_finds_the_nxrt_crash_and_labels_it_misuse_not_a_failure(
     tmp_path: Path,
 ) -> None:

@@ -17,6 +17,8 @@ from racefuzz.campaign.loop import Campaign
 from racefuzz.campaign.state import CampaignState
 from racefuzz.judge.outcome import Finding
 
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
+
 NOT_FOUND = "Data transfer implementation between source and destination device was not found"
 
 

@@ -130,3 +130,19 @@ def test_a_real_crash_after_api_misuse_is_reported_as_misuse_with_its_stacks() -
     assert "3/3" in proc.stdout
     assert "Fatal Python error: Segmentation fault" in proc.stdout
     assert "in teardown" in proc.stdout  # the faulthandler stack names the worker's step
+
+
+def test_help_speaks_to_users_and_version_names_onnxruntime() -> None:
+    import onnxruntime
+
+    shown = racefuzz("--version")
+    assert shown.returncode == 0
+    assert shown.stdout.strip() == f"racefuzz 0.1.0 (onnxruntime {onnxruntime.__version__})"
+    top = racefuzz("--help").stdout
+    assert "Fuzz the orders of calls" in top and "exit codes: 0 nothing new" in top
+    assert "parses arguments" not in top  # the module's docstring is for its readers
+    flat = " ".join(racefuzz("run", "--help").stdout.split())
+    assert "seconds one step may take before it is a hang" in flat
+    assert "most steps in a schedule" in flat
+    flat = " ".join(racefuzz("shrink", "--help").stdout.split())
+    assert "seconds the shrink may take, its replays included" in flat

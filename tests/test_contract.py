@@ -65,6 +65,7 @@ def test_the_one_real_nxrt_crash_we_knew_is_api_misuse() -> None:
 SPACE = Space(profiles=("dml", "mgx"), models=("mlp",), max_steps=16, max_threads=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["random", "pct", "swarm", "portfolio"])
 def test_default_generation_never_breaks_the_contract(strategy: str) -> None:
     unregisters = 0

@@ -96,6 +96,21 @@ def test_doctor_says_skipped_not_ok_for_the_steps_after_a_failed_create(
         "[3] run_bound (plain, host_in, host_in_sync, host_out, sync): an earlier step failed"
         in lines
     )
+    # One pair in the table: one pair fails alone; the target's own problem is said apart.
+    text = " ".join(proc.stdout.split())
+    assert "1 of 1 profile/model pair(s) fail alone" in text, proc.stdout
+    assert "problem: profile 'p': EP 'RacefuzzTestbed' has no npu device" in text, proc.stdout
+    # A long error keeps its start, where ORT and the EP say what failed.
+    first = next(line for line in lines if line.startswith("[1] create: "))
+    assert not first.startswith("[1] create: …"), first
+
+
+def test_a_long_doctor_message_keeps_its_start() -> None:
+    from racefuzz.cli.doctor_command import _one_line
+
+    text = "EP said: the device context is gone " + "detail " * 200
+    cut = _one_line(text, most=40)
+    assert cut == "EP said: the device context is gone deta…"
 
 
 def nxrt_config(tmp_path: Path, models: str) -> Path:

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from test_no_orphans import marked
+
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
 
 FAULTS = 20
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:

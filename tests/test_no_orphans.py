@@ -9,6 +9,9 @@ import uuid
 from pathlib import Path
 
 import psutil
+import pytest
+
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
 
 
 def marked(mark: str) -> list[psutil.Process]:

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from test_cli import racefuzz
 
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
+
 KNOWN = Path(__file__).resolve().parents[1] / "testbed" / "known-issues.json"
 CONTEXT_GONE = "the device context was destroyed by a session release"
 GOAL = 2  # non-duplicate clusters per defect, after shrinking

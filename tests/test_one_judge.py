@@ -185,6 +185,7 @@ def _script(schedule: Schedule, finding: Finding, target: Target) -> dict[str, A
     return ns
 
 
+@pytest.mark.slow
 @settings(
     max_examples=1200,
     deadline=None,

@@ -164,6 +164,7 @@ def test_shrinking_renames_peers_drops_them_with_their_create_and_drops_modes(
 # --- a whole new op, as a diff ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_new_op_is_one_table_entry_one_handler_and_the_op_list_in_the_docs(
     tmp_path: Path,
 ) -> None:

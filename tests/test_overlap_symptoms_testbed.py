@@ -17,6 +17,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 import trio
 
 from racefuzz.campaign.config import CampaignConfig
@@ -31,6 +32,8 @@ from racefuzz.judge.race_symptoms import RaceSymptoms
 from racefuzz.schedule.json_io import load
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
+
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
 
 RACE = "error|run|HIP failure N: invalid argument"
 NO_ALLOCATOR = "Failed to find allocator for device"

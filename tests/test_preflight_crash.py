@@ -59,6 +59,7 @@ def test_the_fixed_testbed_probe_makes_all_its_calls(testbed_library: Path) -> N
     assert len(preflight.on_ep(target, seen)) == len(creates) == 12  # 3 profiles x 4 models
 
 
+@pytest.mark.slow
 def test_run_files_the_probe_crash_as_a_shrunk_bundled_finding(
     testbed_library: Path, tmp_path: Path
 ) -> None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -15,6 +17,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_mypy_strict_is_clean_on_the_package_and_the_benchmarks() -> None:
     proc = run("mypy", "--strict", "racefuzz", "bench")
     assert proc.returncode == 0, proc.stdout[-4000:]

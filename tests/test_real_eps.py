@@ -21,10 +21,13 @@ from test_cli import one_error_line, racefuzz
 
 from racefuzz.targets import cpu_eps
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or platform.machine() != "x86_64",
-    reason="the EPs' wheels and Debian's lavapipe are fetched for x86-64 Linux",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux") or platform.machine() != "x86_64",
+        reason="the EPs' wheels and Debian's lavapipe are fetched for x86-64 Linux",
+    ),
+]
 # The openvino target as this CPU needs it: on one not Intel's, the named vendor override.
 OPENVINO = "openvino" if cpu_eps.cpu_vendor() == "GenuineIntel" else "openvino[as-intel]"
 

@@ -21,6 +21,8 @@ from racefuzz.schedule.model import Schedule
 from racefuzz.targets.model import Target
 from racefuzz.targets.registry import load_target
 
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
+
 SCHEDULES = Path(__file__).resolve().parent.parent / "schedules"
 HIP = "HIP failure N: invalid argument"
 NOT_FOUND = "Data transfer implementation between source and destination device was not found."

@@ -22,7 +22,10 @@ from racefuzz.report import bundle as bundles
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="RSS is read from /proc")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="RSS is read from /proc"),
+]
 
 RUNS = Schedule(
     1,

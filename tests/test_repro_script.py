@@ -235,6 +235,14 @@ def test_bad_options_are_one_line_and_exit_2(script: Path) -> None:
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("repro.py: error: ")
 
 
+def test_every_argument_has_help(script: Path) -> None:
+    proc = _run(script, "--help")
+    assert proc.returncode == 0, proc.stderr
+    flat = " ".join(proc.stdout.split())
+    assert "the EP library to replay against" in flat
+    assert "seconds a step may take before the replay counts as a hang" in flat
+
+
 def test_the_target_env_applies_only_where_the_caller_left_it_unset(script: Path) -> None:
     ns = runpy.run_path(str(script), run_name="repro")
     env = ns["child_env"]({"PATH": "/bin"})

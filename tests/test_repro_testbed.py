@@ -19,6 +19,8 @@ from racefuzz.execute.runner import Runner
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
 
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
+
 S3 = Schedule(
     3,
     (

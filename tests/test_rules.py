@@ -340,6 +340,7 @@ def mutants(draw: st.DrawFn) -> tuple[Space, Schedule]:
     return space, Schedule(threads if rng.random() < 0.95 else 0, tuple(steps))
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutants())
 def test_problems_and_breaches_keep_their_semantics(drawn: tuple[Space, Schedule]) -> None:

@@ -23,6 +23,7 @@ from racefuzz.targets.model import Target
 from racefuzz.targets.registry import load_target
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(not sanitizer.available("address"), reason="no ASan runtime (libasan)"),
     pytest.mark.skipif(not sanitizer.available("thread"), reason="no TSan runtime (libtsan)"),
 ]

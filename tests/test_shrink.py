@@ -348,6 +348,7 @@ def test_flaky_failures_still_shrink_to_the_minimum_with_need_of_replays(model: 
     assert n == 20 and 3 <= k <= 17
 
 
+@pytest.mark.slow
 def test_a_rare_failure_gets_checks_sized_to_its_rate_and_still_reaches_the_minimum() -> None:
     # One run in 8 shows the bug (webgpu's "Device is lost" is about that rare). A 1-of-3 check
     # misses such a cut 2 times in 3, so the default checks keep few cuts and end early.

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DATA = Path(__file__).resolve().parent / "data" / "shrink"
 
 
@@ -15,6 +17,7 @@ def racefuzz(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_shrink_writes_a_bundle_that_report_re_renders_byte_for_byte(
     testbed_library: Path, tmp_path: Path
 ) -> None:

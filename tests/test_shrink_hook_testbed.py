@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_repro_testbed import S3
 
 from racefuzz.campaign.state import FindingRecord, dependable
@@ -14,6 +15,8 @@ from racefuzz.execute import executor
 from racefuzz.execute.runner import Runner
 from racefuzz.schedule.model import Schedule
 from racefuzz.targets.registry import load_target
+
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
 
 
 def test_a_spent_budget_is_said_and_a_further_shrink_that_fails_keeps_the_bundle(

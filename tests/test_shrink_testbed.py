@@ -20,6 +20,8 @@ from racefuzz.schedule.model import Op, Schedule
 from racefuzz.shrink import shrinker as shrink
 from racefuzz.targets.registry import load_target
 
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
+
 DATA = Path(__file__).resolve().parent / "data" / "shrink"
 NOT_FOUND = "Data transfer implementation between source and destination device was not found"
 

@@ -176,6 +176,7 @@ def test_the_pattern_predicates_recognise_the_named_scenarios() -> None:
     assert found["s9_modelbench_sequential"] == ["sequential_backends"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GENERATORS)
 def test_each_generator_reaches_every_seeded_bug_order_in_at_least_three_percent(
     name: str,
@@ -194,6 +195,7 @@ def test_each_generator_reaches_every_seeded_bug_order_in_at_least_three_percent
 # --- well-formed by construction --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("space", [EXAMPLE, NAMED], ids=["example", "named"])
 @pytest.mark.parametrize("name", GENERATORS)
 def test_every_generator_makes_only_well_formed_schedules_that_start_with_register(

@@ -41,6 +41,7 @@ def _tool_dir(tmp_path: Path, *tools: str) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_library_path_builds_once_then_hits_the_cache(
     testbed_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end-to-end: campaigns, shrinks, real processes
+
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN = ROOT / "testbed" / "known-issues.json"
 

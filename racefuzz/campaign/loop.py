@@ -268,13 +268,13 @@ class Campaign:
                 continue
             if visible and f.kind == "misroute":
                 continue
-            counters["new"] += 1
-            self._new_finding(f, result)
+            if self._new_finding(f, result).verdict == "new":
+                counters["new"] += 1  # known issues and misuse are no yield of a strategy
             if self.stop_when is not None and self.stop_when(f):
                 self.note(f"stop: {f.kind} on {f.op} is what this campaign was looking for")
                 self._cancel_now()
 
-    def _new_finding(self, finding: Finding, result: RunResult) -> None:
+    def _new_finding(self, finding: Finding, result: RunResult) -> FindingRecord:
         path = campaign_store.unique_path(self.out_dir / "findings", finding.slug)
         rec = FindingRecord(
             finding,
@@ -290,8 +290,8 @@ class Campaign:
         self.state.open_duplicate(rec)
         # On disk first: whatever happens next (a baseline crash, Ctrl-C, SIGKILL), this is kept.
         self._writing(functools.partial(campaign_store.save_new, self.out_dir, rec, result))
-        label = {"misuse": " (API misuse)", "known": " (known issue)"}.get(rec.verdict, "")
-        self.note(f"NEW {finding.kind} on {finding.op}: {finding.message[:60]}{label}")
+        word = {"misuse": "MISUSE", "known": "KNOWN"}.get(rec.verdict, "NEW")
+        self.note(f"{word} {finding.kind} on {finding.op}: {finding.message[:60]}")
         baselines = self.baselines
         if baselines is None or finding.step is None or finding.misuse or finding.origin:
             self._queue_shrink(rec, lambda: rec.smallest)
@@ -310,6 +310,7 @@ class Campaign:
 
             self._tasks.add(BASELINE, finding, _baseline_label(finding), classify)
         self._persist()
+        return rec
 
     def _check_symptom(self, finding: Finding, result: RunResult) -> None:
         """The baseline of a symptom first seen inside another symptom's overlap cluster: one

@@ -158,10 +158,13 @@ def summary_markdown(
             lines.append(f"| {name} | {c['schedules']} | {c['new']} |")
         lines.append("")
     target = header.get("target_spec", header.get("target"))
-    lines += [
-        f"Replay a finding: `racefuzz replay <schedule> --target {target} --times 20`",
-        "",
-    ]
+    first = next((r for r in records if r.verdict == "new"), records[0] if records else None)
+    if first is not None:
+        schedule = first.bundle / "schedule.json" if first.bundle else first.original
+        lines += [
+            f"Replay the first cluster: `racefuzz replay {schedule} --target {target} --times 20`",
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -118,9 +118,11 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 def run_command(args: argparse.Namespace) -> int:
     from racefuzz.cli.resume_options import settle
+    from racefuzz.cli.run_command import check_arguments
     from racefuzz.cli.run_command import run_command as run
 
     settle(args)  # before the target loads: a resumed campaign's --config is its own
+    check_arguments(args)  # every flag before the target's probe and before any folder
     return run(args, _target(args))
 
 

@@ -91,12 +91,12 @@ def doctor(target: Target, runner: Runner, version: str) -> int:
     for col in ("profile", "model", "nodes", *(op.value for op in columns), "max abs", "max rel"):
         checks.add_column(col)
     placed = preflight.on_ep(target, probe)
-    notes, overall, problems = Notes(), Differences(), 0
+    notes, overall, failing = Notes(), Differences(), 0
     for profile in target.profiles:
         for model in target.models:
             steps, spans = _steps(columns, profile.name, model)
             result = measuring.run(Schedule(1, steps, "doctor"))
-            problems += bool(result.findings)
+            failing += bool(result.findings)
             diffs = Differences()
             cells = [_op_cell(result, steps, span, notes, diffs) for span in spans]
             overall.merge(diffs)
@@ -108,13 +108,16 @@ def doctor(target: Target, runner: Runner, version: str) -> int:
     out.print(_tolerance_line(target, overall))
     for line in preflight.placement_warnings(target, probe):
         out.print(f"[yellow]warning: {line}[/]")
-    problems += len(preflight.problems(target, probe))
-    if problems:
+    problems = preflight.problems(target, probe)
+    for line in problems:
+        out.print(f"[red]problem: {line}[/]", highlight=False)
+    if failing:
+        pairs = len(target.profiles) * len(target.models)
         out.print(
-            f"[yellow]{problems} profile/model pair(s) fail alone: campaigns skip what a target "
-            "cannot run at all; replay reports such failures as 'fails alone too'.[/]"
+            f"[yellow]{failing} of {pairs} profile/model pair(s) fail alone: campaigns skip what "
+            "a target cannot run at all; replay reports such failures as 'fails alone too'.[/]"
         )
-    return 1 if problems else 0
+    return 1 if failing or problems else 0
 
 
 def _devices(probe: dict[str, Any]) -> Table:
@@ -186,8 +189,9 @@ def _step_word(result: RunResult, i: int) -> tuple[str, str]:
 
 
 def _one_line(text: str, most: int = 400) -> str:
+    """The message on one line; a long one keeps its start, where EPs and ORT say what failed."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= most else "…" + flat[-most:]
+    return flat if len(flat) <= most else flat[:most] + "…"
 
 
 def _placement(

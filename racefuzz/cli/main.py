@@ -1,5 +1,7 @@
 """The `racefuzz` command: parses arguments, runs one subcommand, maps errors to exit codes.
 
+Only this module's DESCRIPTION reaches `racefuzz --help`; this docstring is for its readers.
+
 Exit codes: 0 nothing new found, 1 new findings, 2 bad input (one line on stderr, no
 traceback), 3 a bug in racefuzz itself (its traceback, to report). Only this module turns a
 `RacefuzzError` into that line and any other exception into exit 3.
@@ -33,13 +35,29 @@ def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, default=None, help="target config (racefuzz.toml)")
 
 
+DESCRIPTION = (
+    "Fuzz the orders of calls several ONNX Runtime sessions make into a plugin execution "
+    "provider, find what breaks, and shrink each failure to a minimal schedule with a "
+    "stand-alone repro.py. Start with `racefuzz run --seconds 60` (the built-in testbed EP) or "
+    "`racefuzz doctor --target NAME`."
+)
+EPILOG = "exit codes: 0 nothing new, 1 new findings, 2 bad input, 3 a bug in racefuzz"
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--step-timeout", type=float, default=20.0, metavar="S")
+    p.add_argument(
+        "--step-timeout",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="seconds one step may take before it is a hang (20)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of generation and inputs")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="racefuzz", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="racefuzz", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     replay = sub.add_parser("replay", help="replay schedule files or a folder of them")
@@ -73,6 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(doctor)
     _add_run_options(doctor)
     return parser
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    from racefuzz import __version__
+
+    try:
+        ort = metadata.version("onnxruntime")
+    except metadata.PackageNotFoundError:
+        ort = "not installed"
+    return f"racefuzz {__version__} (onnxruntime {ort})"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from racefuzz.cli.out_folder import check_writable
 from racefuzz.errors import RacefuzzError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
@@ -37,7 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--signature", default=None, help="which finding to keep (default: first)")
     p.add_argument("--replays", type=int, default=3, help="runs per candidate (n)")
     p.add_argument("--need", type=int, default=1, help="failing runs that make it fail (k)")
-    p.add_argument("--budget", type=float, default=300.0, metavar="SECONDS")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds the shrink may take, its replays included (300)",
+    )
     p.add_argument("--out", type=Path, default=Path("reports"), help="where the bundle goes")
 
 
@@ -134,6 +141,7 @@ def shrink_command(args: argparse.Namespace, target: Target) -> int:
     if args.replays < 1 or not 1 <= args.need <= args.replays or args.budget <= 0:
         raise RacefuzzError("need 1 <= --need <= --replays and a positive --budget")
     original = load(args.path)
+    check_writable("--out", args.out)
     if target.missing(original):
         raise RacefuzzError(
             f"{args.path}: target '{target.name}' has no {target.missing(original)[0]}"

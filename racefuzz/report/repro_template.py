@@ -258,11 +258,15 @@ def build_env_api(tmp):
 
 def main(argv):
     parser = Parser(prog="repro.py", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", metavar="PATH_TO_EP_LIBRARY")
+    parser.add_argument("paths", nargs="*", metavar="PATH_TO_EP_LIBRARY",
+                        help="the EP library to replay against, one per library the schedule "
+                        "registers (default: the one racefuzz ran, where it still is)")
     parser.add_argument("--library", dest="named", action="append", default=[],
                         metavar="NAME=PATH", help="one EP library, by the name steps use")
     parser.add_argument("--times", type=int, default=@@TIMES@@, help="replays (default @@TIMES@@)")
-    parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT, metavar="S")
+    parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT, metavar="S",
+                        help="seconds a step may take before the replay counts as a hang "
+                        "(default: the campaign's, %(default)s)")
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the random inputs")
     parser.add_argument("--parallel", type=int, default=1, metavar="N",
                         help="replays at once (a GPU race may need the load a campaign had)")

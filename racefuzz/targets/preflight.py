@@ -202,6 +202,9 @@ def problems(target: Target, seen: dict[str, Any]) -> list[str]:
                 f"profile '{p.name}': EP '{p.ep_name}' has no device of vendor "
                 f"{hex(p.vendor_id)} ({ids})"
             )
+    if out:
+        return out  # no EP or device: its creates failing says nothing more
+    out += never_creates(target, seen)
     placed = on_ep(target, seen)
     for p in target.profiles:
         mine = [placed[(p.name, m)][0] for m in target.models if (p.name, m) in placed]
@@ -211,6 +214,22 @@ def problems(target: Target, seen: dict[str, Any]) -> list[str]:
                 f"({', '.join(target.models)}); give it a model it computes (`models` in "
                 "racefuzz.toml), or see why with session_config = "
                 '{ "session.disable_cpu_ep_fallback" = "1" }'
+            )
+    return out
+
+
+def never_creates(target: Target, seen: dict[str, Any]) -> list[str]:
+    """One line per profile whose session the probe could create with none of the target's
+    models: every schedule would fail at its first create, and a campaign would file that as
+    clusters that "fail alone" instead of saying the profile is misconfigured."""
+    out = []
+    for profile, cells in dict(seen.get("placement") or {}).items():
+        errors = [cell["error"] for cell in cells.values() if "error" in cell]
+        if cells and len(errors) == len(cells):
+            first = errors[0].strip().splitlines()[0] if errors[0].strip() else "no message"
+            out.append(
+                f"profile '{profile}' cannot create a session with any model of the target "
+                f"({', '.join(cells)}): {first}"
             )
     return out
 
