@@ -28,3 +28,11 @@ def test_ruff_lint_and_format_are_clean() -> None:
     assert lint.returncode == 0, lint.stdout[-4000:]
     fmt = run("ruff", "format", "--check", ".")
     assert fmt.returncode == 0, fmt.stdout[-4000:]
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    item = readme.split("2. Install the test extras", 1)[1]
+    command = item.split("`", 4)[3]  # the second code span: the first names .ci/run
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert ci == command

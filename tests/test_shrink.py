@@ -29,7 +29,7 @@ from racefuzz.schedule.model import Op, Schedule, ScheduleError, Step, problems
 from racefuzz.shrink.order import SortKey, sort_key
 from racefuzz.shrink.passes import PASSES, merged, normalised, without
 from racefuzz.shrink.result import ShrinkEvent, ShrinkResult
-from racefuzz.shrink.runs import shows
+from racefuzz.shrink.runs import shown_cluster, shows
 from racefuzz.shrink.shrinker import shrink
 
 MODELS_BY_SIZE = ("tiny", "small", "big")
@@ -654,3 +654,17 @@ def test_a_shrink_with_parallel_replays_runs_them_at_once_and_counts_each() -> N
     assert result.calls == len(fake.runs)
     k, n = result.reproduction
     assert n == 20 and 0 < k < 20  # every replay counted, batches of 4 included
+
+
+def test_a_cluster_shrunk_to_another_race_names_it_whichever_symptom_its_last_replay_had() -> None:
+    encoder = "WebGPU validation failed. CommandEncoder is already finished."
+    error = Finding("error", "run", encoder, ("webgpu",), step=4, overlap="run")
+    crash = Finding("crash", "run", "SIGSEGV", ("webgpu",), step=4, overlap="run")
+    wanted, symptom = "overlap|run+terminate", error.symptom
+    # Its own symptom after the narrower overlap: the run-run race's cluster.
+    assert shown_cluster(wanted, symptom, [error]) == "overlap|run"
+    # Another symptom of that race (counted by RaceSymptoms): still the race's cluster.
+    assert shown_cluster(wanted, symptom, [crash]) == "overlap|run"
+    # A failure with no overlap before it is no race's.
+    assert shown_cluster(wanted, symptom, [replace(crash, overlap="")]) is None
+    assert shown_cluster(wanted, symptom, []) is None

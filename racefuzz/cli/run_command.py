@@ -41,7 +41,7 @@ from racefuzz.schedule import contract
 from racefuzz.schedule.json_io import load_many
 from racefuzz.schedule.model import Schedule
 from racefuzz.shrink import result as shrink_result
-from racefuzz.shrink.runs import shows
+from racefuzz.shrink.runs import shown_cluster
 from racefuzz.targets import testbed
 from racefuzz.targets.model import Target
 
@@ -247,15 +247,7 @@ def make_shrink_hook(
         if result.confirmed:
             record.minimal = result.final
             failed = result.last_failure.findings if result.last_failure else ()
-            # The cluster its minimal schedule fails as: by the pinned symptom first; else (the
-            # last failing replay showed another symptom of the same race, which RaceSymptoms
-            # counts) by the overlap that failure followed, so that a cluster that shrank to
-            # another's race is that cluster's duplicate whichever symptom its last replay had.
-            pinned = (
-                f.cluster for f in failed if shows(result.signature, f, result.symptom or None)
-            )
-            loose = (f.cluster for f in failed if f.overlap and shows(result.signature, f))
-            record.shrunk_to = next(pinned, None) or next(loose, None)
+            record.shrunk_to = shown_cluster(result.signature, result.symptom, failed)
             record.cut_short = result.stopped is ShrinkStop.BUDGET
             record.status = ClusterState.SHRUNK
         else:

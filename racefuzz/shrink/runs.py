@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from math import comb
 
@@ -41,6 +41,17 @@ def shows(wanted: str, finding: Finding, symptom: str | None = None) -> bool:
     create+run cluster shrinks to: `CampaignState.mark_duplicate` makes them one bug instead of
     one cluster per set of bystanders. A failure with no overlap never counts."""
     return oracles.evidence((finding,), wanted, symptom or "") is not None
+
+
+def shown_cluster(signature: str, symptom: str, failed: Sequence[Finding]) -> str | None:
+    """The cluster a shrunk schedule's last failing replay belongs to (`failed`: its findings),
+    for `CampaignState.mark_duplicate`: the finding with the pinned `symptom` first; else, since
+    a race's other symptoms count too (`RaceSymptoms`), any finding after an overlap that is
+    evidence of `signature`. So a cluster that shrank to another's race is that cluster's
+    duplicate whichever symptom its last replay happened to show."""
+    pinned = (f.cluster for f in failed if shows(signature, f, symptom or None))
+    loose = (f.cluster for f in failed if f.overlap and shows(signature, f))
+    return next(pinned, None) or next(loose, None)
 
 
 # A check sized by `replays_for` misses a candidate that fails as often as the original did at
