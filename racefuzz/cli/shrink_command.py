@@ -28,6 +28,7 @@ from racefuzz.report.console import timeline
 from racefuzz.schedule.json_io import load
 from racefuzz.schedule.model import Schedule
 from racefuzz.shrink import best as shrink_best
+from racefuzz.shrink import result as shrink_result
 from racefuzz.shrink import shrinker as shrink
 from racefuzz.shrink.result import ShrinkEvent, ShrinkResult
 from racefuzz.targets.model import Target
@@ -75,6 +76,7 @@ def shrink_to_bundle(
     *,
     budget_s: float,
     stretch_budget: bool = False,
+    budget_cap_s: float = shrink_result.MAX_BUDGET_S,
     replays: int = 3,
     need: int = 1,
     launcher: Launcher | None = None,
@@ -100,6 +102,7 @@ def shrink_to_bundle(
         need=need,
         budget_s=budget_s,
         stretch_budget=stretch_budget,
+        budget_cap_s=budget_cap_s,
         models_by_size=target.models,
         library_of=target.library_of,
         on_progress=on_progress,

@@ -79,6 +79,19 @@ def confirmed(k: int, n: int) -> bool:
 MAX_BUDGET_S = 1800.0
 
 
+# A shrink inside a campaign with time left to fuzz takes at most this share of the campaign
+# (and never less than the floor): one rare race's shrink took a whole 300 s webgpu campaign
+# while three other clusters waited unshrunk. Cut there, its bundle says so and
+# `--shrink-only` goes on from its minimal schedule.
+CAMPAIGN_SHARE = 0.25
+CAMPAIGN_FLOOR_S = 30.0
+
+
+def campaign_cap(campaign_s: float) -> float:
+    """The most one shrink may take inside a campaign of `campaign_s` seconds that fuzzes."""
+    return max(CAMPAIGN_FLOOR_S, CAMPAIGN_SHARE * campaign_s)
+
+
 def budget_for(run_s: float, floor_s: float = 60.0) -> float:
     """A shrink budget that scales with the measured cost of one run: room for about 150
     runs (a few passes and the confirmation replays), never less than `floor_s`, at most 30

@@ -80,6 +80,7 @@ def shrink(
     max_replays: int = 24,
     budget_s: float = 600.0,
     stretch_budget: bool = False,
+    budget_cap_s: float = MAX_BUDGET_S,
     max_stall: int = 500,
     models_by_size: Sequence[str] = (),
     library_of: Callable[[str], str | None] | None = None,
@@ -99,7 +100,8 @@ def shrink(
     ends at most one run late. A run already started is never interrupted (the executor's own
     timeout bounds it). A legal schedule (`racefuzz.schedule.contract`) only shrinks to legal ones.
     With `stretch_budget` (a budget sized to a number of runs, `budget_for`), checks sized up for
-    a rare failure stretch the budget by as much, to at most `MAX_BUDGET_S` (or `budget_s`).
+    a rare failure stretch the budget by as much, to at most `MAX_BUDGET_S` (or `budget_s`)
+    and never past `budget_cap_s` (a campaign's share for one shrink, `campaign_cap`).
     `best_path`, when given, holds the best schedule so far as JSON, complete at every moment.
     Raises `ScheduleError` if `schedule` is not well-formed, `ValueError` for impossible replay
     counts.
@@ -121,8 +123,9 @@ def shrink(
         recheck=recheck,
         confirm_replays=confirm_replays,
         max_replays=max_replays,
-        budget_s=budget_s,
+        budget_s=min(budget_s, budget_cap_s),
         stretch_budget=stretch_budget,
+        budget_cap_s=budget_cap_s,
         max_stall=max_stall,
         models_by_size=models_by_size,
         library_of=library_of,
@@ -152,6 +155,7 @@ class _Shrinker:
         max_replays: int,
         budget_s: float,
         stretch_budget: bool,
+        budget_cap_s: float,
         max_stall: int,
         models_by_size: Sequence[str],
         library_of: Callable[[str], str | None] | None,
@@ -167,6 +171,7 @@ class _Shrinker:
         self.confirm_replays, self.max_replays = confirm_replays, max_replays
         self.measured = (0, 0)
         self.budget_s = budget_s if stretch_budget else None
+        self.budget_cap_s = budget_cap_s
         self.max_stall = max_stall
         self.models_by_size = models_by_size
         self.library_of = library_of
@@ -267,7 +272,7 @@ class _Shrinker:
         self.check = (need, replays_for(need, n, rate, max(n, self.max_replays)))
         if self.budget_s is not None:
             stretched = self.budget_s * self.check[1] / n
-            limit = max(self.budget_s, MAX_BUDGET_S)
+            limit = min(max(self.budget_s, MAX_BUDGET_S), self.budget_cap_s)
             self.runs.deadline = self.started + min(stretched, limit)
         if m:
             self.recheck = (k, replays_for(k, m, rate, max(m, self.max_replays)))
