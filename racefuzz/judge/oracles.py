@@ -8,6 +8,9 @@
   `leak`: the worker's memory passed its ceiling (both attributed to the steps in flight);
 - `misroute` (testbed only, white-box): the trace shows a copy or compute served by a backend
   that does not own the memory it touched;
+- `abi`: racefuzz's EP-ABI validation layer (a target's `[layer]` flavour) saw an ownership
+  rule broken: another backend's memory in a copy or kernel, a free through the wrong
+  allocator, a use after free or release;
 - `asan` / `tsan`: an EP built with a sanitizer reported (`sanitizer_report`), whatever the
   outputs were; it replaces the crash finding of the sanitizer's own exit.
 
@@ -209,6 +212,23 @@ def misroute_findings(result: RunResult) -> list[Finding]:
     return out
 
 
+def abi_findings(result: RunResult) -> list[Finding]:
+    """The EP-ABI layer's reports (`targets.layer`), one finding each: its op the ABI call
+    that broke an ownership rule, its message the rule and both owners."""
+    return [
+        Finding(
+            "abi",
+            str(line.get("call", "?")),
+            f"{line.get('check', '?')}: {line.get('message', '')}",
+            (),
+            None,
+            str(line),
+        )
+        for line in result.trace
+        if line.get("ev") == "abi"
+    ]
+
+
 def trace_buffers(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The buffers a testbed trace line touches (copy src/dst, alloc buffer, compute in/out)."""
     found = [line[k] for k in ("src", "dst", "buffer") if isinstance(line.get(k), dict)]
@@ -256,6 +276,7 @@ def judge(
         found.append(crash)
     found.extend(reports)
     found.extend(misroute_findings(result))
+    found.extend(abi_findings(result))
     breach = contract.first_breach(result.schedule, library_of)
     if breach is not None:
         found = [

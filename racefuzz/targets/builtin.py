@@ -137,6 +137,7 @@ def testbed_target(
         # Always set, even empty, so a value left in the user's shell cannot switch bugs on.
         env={BUGS_ENV: ",".join(bugs)},
         trace=True,
+        backend_option="profile",
     )
 
 

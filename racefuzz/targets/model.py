@@ -168,6 +168,12 @@ class Target:
     env: Mapping[str, str] = FrozenMap()  # set in the worker before ORT loads anything
     aliases: Mapping[str, str] = FrozenMap()  # schedule profile name -> one of `profiles`
     trace: bool = False  # the worker sets a per-run RACEFUZZ_TESTBED_TRACE file
+    # The EP-ABI validation layer stands in front of the libraries (`targets.layer`): the
+    # worker sets a per-run RACEFUZZ_LAYER_REPORT file, read like the trace.
+    layer: bool = False
+    # The provider option whose value is an EP instance's backend, for the layer's ownership
+    # model (the testbed's `profile`); "": every instance of one EP is one backend.
+    backend_option: str = ""
     # (rtol, atol) for outputs against ORT's CPU EP; None: the worker's defaults (1e-4)
     tolerance: tuple[float, float] | None = None
     # "symptom" (kind, op, message) or "overlap": findings after an overlap group are one

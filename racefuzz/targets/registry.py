@@ -8,12 +8,18 @@ from pathlib import Path
 
 from racefuzz.errors import RacefuzzError
 from racefuzz.targets import builtin as builtin_targets
+from racefuzz.targets import layer
 from racefuzz.targets.config import Reader
 from racefuzz.targets.model import BUILTIN_TARGETS, DEFAULT_CONFIG, Target, is_builtin
 
 
 def load_target(spec: str, config: Path | None = None) -> Target:
-    """A built-in target by name, else the `[targets.<spec>]` table of the config."""
+    """A built-in target by name, else the `[targets.<spec>]` table of the config; with
+    `[layer]` in its name (`testbed[layer]:B3`), behind the EP-ABI validation layer."""
+    plain, layered = layer.split_spec(spec)
+    if layered:
+        target = load_target(plain, config)
+        return layer.wrap(target, target.backend_option)
     if config is not None and not config.is_file():
         raise RacefuzzError(f"cannot read config '{config}': no such file")
     if is_builtin(spec):

@@ -1,0 +1,82 @@
+// The proxy OrtAllocator: tags every block it hands out with its owner, and checks every free.
+#include "proxies.h"
+#include "report.h"
+
+namespace rflayer {
+
+namespace {
+
+ProxyAllocator* Self(const OrtAllocator* a) {
+  return static_cast<ProxyAllocator*>(const_cast<OrtAllocator*>(a));
+}
+
+// A factory allocator serves every session of its device: its block is tagged with the
+// backends alive there, and with their backend when they are all one.
+void* Made(ProxyAllocator* p, void* block, size_t size) {
+  std::set<std::string> alive;
+  Owner owner = p->owner;
+  if (owner.ep == 0) {
+    alive = Ownership::Get().AliveBackends(p->device);
+    if (alive.size() == 1) owner.backend = *alive.begin();
+  }
+  Ownership::Get().Allocated(block, size, p->id, owner, p->device, alive);
+  return block;
+}
+
+void* ORT_API_CALL AllocImpl(OrtAllocator* a, size_t size) noexcept {
+  auto* p = Self(a);
+  return Made(p, p->real->Alloc(p->real, size), size);
+}
+
+void ORT_API_CALL FreeImpl(OrtAllocator* a, void* block) noexcept {
+  auto* p = Self(a);
+  std::string problem = Ownership::Get().Freed(block, p->id, p->owner.Describe());
+  if (!problem.empty()) {
+    size_t colon = problem.find(':');
+    Report(problem.substr(0, colon), "Free", problem.substr(colon + 1));
+    if (problem.rfind("double-free", 0) == 0) return;  // a second free would corrupt the EP's heap
+  }
+  p->real->Free(p->real, block);
+}
+
+const OrtMemoryInfo* ORT_API_CALL InfoImpl(const OrtAllocator* a) noexcept {
+  return Self(a)->real->Info(Self(a)->real);
+}
+
+void* ORT_API_CALL ReserveImpl(OrtAllocator* a, size_t size) noexcept {
+  auto* p = Self(a);
+  return Made(p, p->real->Reserve(p->real, size), size);
+}
+
+OrtStatus* ORT_API_CALL StatsImpl(const OrtAllocator* a, OrtKeyValuePairs** out) noexcept {
+  return Self(a)->real->GetStats(Self(a)->real, out);
+}
+
+void* ORT_API_CALL AllocOnStreamImpl(OrtAllocator* a, size_t size, OrtSyncStream* stream) noexcept {
+  auto* p = Self(a);
+  return Made(p, p->real->AllocOnStream(p->real, size, stream), size);
+}
+
+OrtStatus* ORT_API_CALL ShrinkImpl(OrtAllocator* a) noexcept {
+  return Self(a)->real->Shrink(Self(a)->real);
+}
+
+}  // namespace
+
+ProxyAllocator::ProxyAllocator(OrtAllocator* real_allocator, Owner o)
+    : OrtAllocator{}, real(real_allocator), owner(std::move(o)), id(Ownership::Get().NewId()) {
+  const uint32_t v = real->version;
+  version = Declared(v);
+  Alloc = real->Alloc != nullptr ? AllocImpl : nullptr;
+  Free = real->Free != nullptr ? FreeImpl : nullptr;
+  Info = real->Info != nullptr ? InfoImpl : nullptr;
+  Reserve = v >= 18 && real->Reserve != nullptr ? ReserveImpl : nullptr;
+  GetStats = v >= kV23 && real->GetStats != nullptr ? StatsImpl : nullptr;
+  AllocOnStream = v >= kV23 && real->AllocOnStream != nullptr ? AllocOnStreamImpl : nullptr;
+  Shrink = v >= kV25 && real->Shrink != nullptr ? ShrinkImpl : nullptr;
+  const OrtMemoryInfo* info = real->Info != nullptr ? real->Info(real) : nullptr;
+  device = info != nullptr ? DeviceKey(g_api.ep->MemoryInfo_GetMemoryDevice(info)) : "none";
+  Remember(this);
+}
+
+}  // namespace rflayer

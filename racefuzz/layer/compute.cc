@@ -1,0 +1,52 @@
+// The proxy OrtNodeComputeInfo: checks each device input of a Compute against the EP that
+// compiled the node, then forwards.
+#include "proxies.h"
+
+namespace rflayer {
+
+namespace {
+
+ProxyComputeInfo* Self(OrtNodeComputeInfo* c) { return static_cast<ProxyComputeInfo*>(c); }
+
+OrtStatus* ORT_API_CALL CreateStateImpl(OrtNodeComputeInfo* c, OrtNodeComputeContext* context,
+                                        void** state) noexcept {
+  return Self(c)->real->CreateState(Self(c)->real, context, state);
+}
+
+OrtStatus* ORT_API_CALL ComputeImpl(OrtNodeComputeInfo* c, void* state,
+                                    OrtKernelContext* context) noexcept {
+  auto* p = Self(c);
+  size_t inputs = 0;
+  OrtStatus* status = g_api.ort->KernelContext_GetInputCount(context, &inputs);
+  if (status != nullptr) {
+    g_api.ort->ReleaseStatus(status);
+    inputs = 0;
+  }
+  for (size_t i = 0; i < inputs; i++) {
+    const OrtValue* value = nullptr;
+    status = g_api.ort->KernelContext_GetInput(context, i, &value);
+    if (status != nullptr) {
+      g_api.ort->ReleaseStatus(status);
+      continue;
+    }
+    CheckValue(value, p->ep->owner, false, "Compute", "an input");
+  }
+  return p->real->Compute(p->real, state, context);
+}
+
+void ORT_API_CALL ReleaseStateImpl(OrtNodeComputeInfo* c, void* state) noexcept {
+  Self(c)->real->ReleaseState(Self(c)->real, state);
+}
+
+}  // namespace
+
+ProxyComputeInfo::ProxyComputeInfo(OrtNodeComputeInfo* real_info, ProxyEp* owner_ep)
+    : OrtNodeComputeInfo{}, real(real_info), ep(owner_ep) {
+  ort_version_supported = Declared(real->ort_version_supported);
+  CreateState = real->CreateState != nullptr ? CreateStateImpl : nullptr;
+  Compute = real->Compute != nullptr ? ComputeImpl : nullptr;
+  ReleaseState = real->ReleaseState != nullptr ? ReleaseStateImpl : nullptr;
+  Remember(this);
+}
+
+}  // namespace rflayer

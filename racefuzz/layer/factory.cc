@@ -1,0 +1,242 @@
+// The proxy OrtEpFactory: forwards every call; wraps the EPs, allocators, data transfers and
+// streams the real factory makes; and learns each EP's backend from its session's options.
+#include <string>
+#include <vector>
+
+#include "entry.h"
+#include "proxies.h"
+#include "report.h"
+
+namespace rflayer {
+
+namespace {
+
+ProxyFactory* Self(const OrtEpFactory* f) {
+  return static_cast<ProxyFactory*>(const_cast<OrtEpFactory*>(f));
+}
+
+const char* ORT_API_CALL GetNameImpl(const OrtEpFactory* f) noexcept {
+  return Self(f)->real->GetName(Self(f)->real);
+}
+
+const char* ORT_API_CALL GetVendorImpl(const OrtEpFactory* f) noexcept {
+  return Self(f)->real->GetVendor(Self(f)->real);
+}
+
+OrtStatus* ORT_API_CALL GetSupportedDevicesImpl(OrtEpFactory* f,
+                                                const OrtHardwareDevice* const* devices,
+                                                size_t num_devices, OrtEpDevice** ep_devices,
+                                                size_t max_ep_devices,
+                                                size_t* num_ep_devices) noexcept {
+  // The real factory names itself in CreateEpDevice: the layer's EpApi maps it to this proxy.
+  auto* p = Self(f);
+  return p->real->GetSupportedDevices(p->real, devices, num_devices, ep_devices, max_ep_devices,
+                                      num_ep_devices);
+}
+
+std::string HardwareKey(const OrtHardwareDevice* device) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "0x%04x:%u", g_api.ort->HardwareDevice_VendorId(device),
+                g_api.ort->HardwareDevice_DeviceId(device));
+  return buf;
+}
+
+// The backend an EP serves: the value of the provider option the target names, which ORT
+// passes as session config `ep.<ep name lower-cased>.<key>`; else the EP's own name.
+std::string BackendOf(ProxyFactory* p, const OrtSessionOptions* options) {
+  std::string name = p->real->GetName(p->real);
+  const std::string& key = p->reg->backend_option;
+  if (key.empty() || options == nullptr) return name;
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string entry = "ep." + lower + "." + key;
+  int has = 0;
+  if (g_api.ort->HasSessionConfigEntry(options, entry.c_str(), &has) != nullptr || !has)
+    return name;
+  char value[256] = {0};
+  size_t size = sizeof value;
+  OrtStatus* status = g_api.ort->GetSessionConfigEntry(options, entry.c_str(), value, &size);
+  if (status != nullptr) {
+    g_api.ort->ReleaseStatus(status);
+    return name;
+  }
+  return key + "=" + value;
+}
+
+OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* f, const OrtHardwareDevice* const* devices,
+                                     const OrtKeyValuePairs* const* ep_metadata_pairs,
+                                     size_t num_devices, const OrtSessionOptions* session_options,
+                                     const OrtLogger* logger, OrtEp** ep) noexcept {
+  auto* p = Self(f);
+  *ep = nullptr;
+  OrtEp* real = nullptr;
+  OrtStatus* status = p->real->CreateEp(p->real, devices, ep_metadata_pairs, num_devices,
+                                        session_options, logger, &real);
+  if (status != nullptr || real == nullptr) return status;
+  std::string device = num_devices > 0 ? HardwareKey(devices[0]) : "none";
+  std::string backend = BackendOf(p, session_options);
+  Owner owner{Ownership::Get().Created(device, backend), backend};
+  auto* proxy = new ProxyEp(real, p, owner, device);
+  SetJustCreated(proxy);
+  *ep = proxy;
+  return nullptr;
+}
+
+void ORT_API_CALL ReleaseEpImpl(OrtEpFactory* f, OrtEp* ep) noexcept {
+  auto* p = Self(f);
+  if (ep == nullptr || !IsProxy(ep)) {
+    p->real->ReleaseEp(p->real, ep);
+    return;
+  }
+  auto* proxy = static_cast<ProxyEp*>(ep);
+  if (proxy->released.exchange(true)) {
+    Report("use-after-release", "ReleaseEp",
+           proxy->owner.Describe() + " released a second time");
+    return;  // forwarding would free the real EP twice
+  }
+  Ownership::Get().Released(proxy->owner.ep);
+  p->real->ReleaseEp(p->real, proxy->real);
+}
+
+uint32_t ORT_API_CALL GetVendorIdImpl(const OrtEpFactory* f) noexcept {
+  return Self(f)->real->GetVendorId(Self(f)->real);
+}
+
+const char* ORT_API_CALL GetVersionImpl(const OrtEpFactory* f) noexcept {
+  return Self(f)->real->GetVersion(Self(f)->real);
+}
+
+OrtStatus* ORT_API_CALL ValidateImpl(OrtEpFactory* f, const OrtHardwareDevice* const* devices,
+                                     size_t num_devices, const char* info,
+                                     OrtCompiledModelCompatibility* out) noexcept {
+  auto* p = Self(f);
+  return p->real->ValidateCompiledModelCompatibilityInfo(p->real, devices, num_devices, info, out);
+}
+
+OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEpFactory* f, const OrtMemoryInfo* memory_info,
+                                            const OrtKeyValuePairs* options,
+                                            OrtAllocator** allocator) noexcept {
+  auto* p = Self(f);
+  *allocator = nullptr;
+  OrtAllocator* real = nullptr;
+  OrtStatus* status = p->real->CreateAllocator(p->real, memory_info, options, &real);
+  if (status != nullptr || real == nullptr) return status;
+  *allocator = new ProxyAllocator(real, Owner{});
+  return nullptr;
+}
+
+void ORT_API_CALL ReleaseAllocatorImpl(OrtEpFactory* f, OrtAllocator* allocator) noexcept {
+  auto* p = Self(f);
+  OrtAllocator* real = allocator;
+  if (allocator != nullptr && IsProxy(allocator)) real = static_cast<ProxyAllocator*>(allocator)->real;
+  Ownership::Get().Forget(real);
+  p->real->ReleaseAllocator(p->real, real);
+}
+
+OrtStatus* ORT_API_CALL CreateDataTransferImpl(OrtEpFactory* f,
+                                               OrtDataTransferImpl** data_transfer) noexcept {
+  auto* p = Self(f);
+  *data_transfer = nullptr;
+  // ORT asks for one at registration (the environment's) and one per session right after that
+  // session's CreateEp, on the same thread: the EP just created there owns it.
+  ProxyEp* session = TakeJustCreated();
+  OrtDataTransferImpl* real = nullptr;
+  OrtStatus* status = p->real->CreateDataTransfer(p->real, &real);
+  if (status != nullptr || real == nullptr) return status;
+  Owner owner = session != nullptr ? session->owner : Owner{};
+  if (session != nullptr) {
+    if (auto first = Ownership::Get().SharedWith(real, owner))
+      Report("shared-object", "CreateDataTransfer",
+             "the DataTransfer made for " + owner.Describe() + " is the one made for " +
+                 first->Describe() + ": one instance cannot route by its session's backend");
+  }
+  *data_transfer = new ProxyDataTransfer(real, owner);
+  return nullptr;
+}
+
+bool ORT_API_CALL IsStreamAwareImpl(const OrtEpFactory* f) noexcept {
+  return Self(f)->real->IsStreamAware(Self(f)->real);
+}
+
+OrtStatus* ORT_API_CALL CreateSyncStreamImpl(OrtEpFactory* f, const OrtMemoryDevice* device,
+                                             const OrtKeyValuePairs* options,
+                                             OrtSyncStreamImpl** stream) noexcept {
+  auto* p = Self(f);
+  *stream = nullptr;
+  OrtSyncStreamImpl* real = nullptr;
+  OrtStatus* status = p->real->CreateSyncStreamForDevice(p->real, device, options, &real);
+  if (status != nullptr || real == nullptr) return status;
+  *stream = new ProxyStream(real, Owner{}, DeviceKey(device));
+  return nullptr;
+}
+
+OrtStatus* ORT_API_CALL IncompatibilityImpl(OrtEpFactory* f, const OrtHardwareDevice* hw,
+                                            OrtDeviceEpIncompatibilityDetails* details) noexcept {
+  auto* p = Self(f);
+  return p->real->GetHardwareDeviceIncompatibilityDetails(p->real, hw, details);
+}
+
+OrtStatus* ORT_API_CALL ImporterImpl(OrtEpFactory* f, const OrtEpDevice* ep_device,
+                                     OrtExternalResourceImporterImpl** out) noexcept {
+  auto* p = Self(f);
+  return p->real->CreateExternalResourceImporterForDevice(p->real, ep_device, out);
+}
+
+OrtStatus* ORT_API_CALL NumDomainsImpl(OrtEpFactory* f, size_t* n) noexcept {
+  return Self(f)->real->GetNumCustomOpDomains(Self(f)->real, n);
+}
+
+OrtStatus* ORT_API_CALL DomainsImpl(OrtEpFactory* f, OrtCustomOpDomain** domains,
+                                    size_t n) noexcept {
+  return Self(f)->real->GetCustomOpDomains(Self(f)->real, domains, n);
+}
+
+OrtStatus* ORT_API_CALL InitInteropImpl(OrtEpFactory* f, const OrtEpDevice* d,
+                                        const OrtGraphicsInteropConfig* config) noexcept {
+  return Self(f)->real->InitGraphicsInterop(Self(f)->real, d, config);
+}
+
+OrtStatus* ORT_API_CALL DeinitInteropImpl(OrtEpFactory* f, const OrtEpDevice* d) noexcept {
+  return Self(f)->real->DeinitGraphicsInterop(Self(f)->real, d);
+}
+
+OrtStatus* ORT_API_CALL SelectImpl(OrtEpFactory* f, const OrtHardwareDevice* device,
+                                   const OrtKeyValuePairs* const* candidates, size_t n,
+                                   const OrtSessionOptions* options, size_t* selected) noexcept {
+  auto* p = Self(f);
+  return p->real->SelectBestModelCandidate(p->real, device, candidates, n, options, selected);
+}
+
+}  // namespace
+
+ProxyFactory::ProxyFactory(OrtEpFactory* real_factory, Registration* registration)
+    : OrtEpFactory{}, real(real_factory), reg(registration) {
+  const uint32_t v = real->ort_version_supported;
+  ort_version_supported = Declared(v);
+#define RF_SET(field, impl, since) field = (v >= (since) && real->field != nullptr) ? impl : nullptr
+  RF_SET(GetName, GetNameImpl, kV22);
+  RF_SET(GetVendor, GetVendorImpl, kV22);
+  RF_SET(GetSupportedDevices, GetSupportedDevicesImpl, kV22);
+  RF_SET(CreateEp, CreateEpImpl, kV22);
+  RF_SET(ReleaseEp, ReleaseEpImpl, kV22);
+  RF_SET(GetVendorId, GetVendorIdImpl, kV23);
+  RF_SET(GetVersion, GetVersionImpl, kV23);
+  RF_SET(ValidateCompiledModelCompatibilityInfo, ValidateImpl, kV23);
+  RF_SET(CreateAllocator, CreateAllocatorImpl, kV23);
+  RF_SET(ReleaseAllocator, ReleaseAllocatorImpl, kV23);
+  RF_SET(CreateDataTransfer, CreateDataTransferImpl, kV23);
+  RF_SET(IsStreamAware, IsStreamAwareImpl, kV23);
+  RF_SET(CreateSyncStreamForDevice, CreateSyncStreamImpl, kV23);
+  RF_SET(GetHardwareDeviceIncompatibilityDetails, IncompatibilityImpl, kV24);
+  RF_SET(CreateExternalResourceImporterForDevice, ImporterImpl, kV24);
+  RF_SET(GetNumCustomOpDomains, NumDomainsImpl, kV24);
+  RF_SET(GetCustomOpDomains, DomainsImpl, kV24);
+  RF_SET(InitGraphicsInterop, InitInteropImpl, kV25);
+  RF_SET(DeinitGraphicsInterop, DeinitInteropImpl, kV25);
+  RF_SET(SelectBestModelCandidate, SelectImpl, kV28);
+#undef RF_SET
+  Remember(this);
+  MapFactory(real, this);
+}
+
+}  // namespace rflayer

@@ -1,0 +1,100 @@
+// Who owns what, process-wide: the layer's model of an EP library's objects.
+//
+// Every EP instance the layer sees created gets an id (1, 2, ... in CreateEp order) and a
+// backend: the value of the provider option the target names (`backend_option`, e.g. the
+// testbed's `profile`), else the EP's name. Every block an allocator hands out is tagged with
+// that allocator's owner: an EP instance (OrtEp::CreateAllocator), or the factory (the
+// environment's allocator). A factory block gets the backend of the EPs alive on its device
+// when they are all one backend, else none.
+//
+// Backends come and go per memory device: `Created` counts each EP creation as a new epoch of
+// its device. A factory-level DataTransfer has no session to route by, so it can serve a block
+// of backend A correctly only while no EP of another backend was created on that device since
+// the block was made (the seed's residual: both backends declare one memory device and CanCopy
+// cannot tell them apart).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace rflayer {
+
+struct Owner {
+  uint64_t ep = 0;      // 0: the factory (no session)
+  std::string backend;  // "" when unknown
+  std::string Describe() const;
+};
+
+struct Block {
+  uintptr_t start = 0;
+  size_t size = 0;
+  uint64_t allocator = 0;  // the proxy allocator's id
+  Owner owner;
+  std::string device;
+  uint64_t epoch = 0;  // of its device, when it was made
+  // A factory block: the backends with EPs alive on its device when it was made (the shared
+  // allocator may have served any of them).
+  std::set<std::string> alive_backends;
+  uint64_t alloc_thread = 0;
+  uint64_t free_thread = 0;
+  uint64_t freed_by = 0;  // allocator id that freed it
+};
+
+class Ownership {
+ public:
+  static Ownership& Get();
+
+  uint64_t NewId();
+
+  // An EP instance of `backend` was created on `device`; returns its id.
+  uint64_t Created(const std::string& device, const std::string& backend);
+  void Released(uint64_t ep);
+  // The backends of the EPs alive on `device`.
+  std::set<std::string> AliveBackends(const std::string& device);
+
+  void Allocated(void* p, size_t size, uint64_t allocator, const Owner& owner,
+                 const std::string& device, const std::set<std::string>& alive_backends);
+  // Checks a free through `allocator`; returns the problem ("" when fine) and forgets the block.
+  std::string Freed(void* p, uint64_t allocator, const std::string& allocator_owner);
+
+  // A per-session object (a DataTransfer, an EP's allocator) the real library handed out for
+  // `owner`: the owner it was first handed out for when that is an EP of another backend (one
+  // object serving two backends cannot route by owner), else none.
+  std::optional<Owner> SharedWith(const void* real, const Owner& owner);
+  // ORT released it: its address may come back as another object, which is no sharing.
+  void Forget(const void* real);
+
+  // The live block holding `p`, or the freed one that held it (then `*freed` is true).
+  std::optional<Block> Find(const void* p, bool* freed);
+
+  // Backends of EPs created on `device` after `epoch` other than `backend`.
+  std::vector<std::string> OtherBackendsSince(const std::string& device, uint64_t epoch,
+                                              const std::string& backend);
+  uint64_t Epoch(const std::string& device);
+
+ private:
+  struct Created_ {
+    uint64_t epoch;
+    std::string backend;
+  };
+  std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::map<uintptr_t, Block> live_;
+  std::map<uintptr_t, Block> freed_;  // the most recent frees, bounded
+  std::vector<uintptr_t> freed_order_;
+  std::map<uint64_t, std::pair<std::string, std::string>> alive_;  // ep -> (device, backend)
+  std::map<std::string, std::vector<Created_>> history_;           // device -> creations
+  std::map<std::string, uint64_t> epochs_;
+  std::map<const void*, Owner> handed_;  // real per-session object -> its first owner
+  uint64_t next_ep_ = 1;
+
+  std::optional<Block> FindIn(std::map<uintptr_t, Block>& blocks, uintptr_t p);
+};
+
+}  // namespace rflayer

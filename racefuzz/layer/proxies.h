@@ -1,0 +1,88 @@
+// The proxy of each ABI object the real library hands ORT. Each holds the real object and its
+// owner, and is never freed: ORT (or a racy EP) may call an object after its release, and the
+// layer must be able to say so instead of crashing in its own memory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "layer.h"
+#include "ownership.h"
+
+namespace rflayer {
+
+struct Registration;  // entry.cc: one registered library
+
+struct ProxyFactory : OrtEpFactory {
+  OrtEpFactory* real;
+  Registration* reg;
+  std::atomic<bool> released{false};
+  ProxyFactory(OrtEpFactory* real, Registration* reg);
+};
+
+struct ProxyEp : OrtEp {
+  OrtEp* real;
+  ProxyFactory* factory;
+  Owner owner;
+  std::string device;
+  std::atomic<bool> released{false};
+  ProxyEp(OrtEp* real, ProxyFactory* factory, Owner owner, std::string device);
+};
+
+struct ProxyComputeInfo : OrtNodeComputeInfo {
+  OrtNodeComputeInfo* real;
+  ProxyEp* ep;
+  ProxyComputeInfo(OrtNodeComputeInfo* real, ProxyEp* ep);
+};
+
+struct ProxyDataTransfer : OrtDataTransferImpl {
+  OrtDataTransferImpl* real;
+  Owner owner;  // ep 0: the registration-time (environment) instance
+  std::atomic<bool> released{false};
+  ProxyDataTransfer(OrtDataTransferImpl* real, Owner owner);
+};
+
+struct ProxyAllocator : OrtAllocator {
+  OrtAllocator* real;
+  Owner owner;
+  uint64_t id;
+  std::string device;
+  ProxyAllocator(OrtAllocator* real, Owner owner);
+};
+
+struct ProxyStream : OrtSyncStreamImpl {
+  OrtSyncStreamImpl* real;
+  Owner owner;
+  std::string device;
+  std::atomic<bool> released{false};
+  ProxyStream(OrtSyncStreamImpl* real, Owner owner, std::string device);
+};
+
+struct ProxyNotification : OrtSyncNotificationImpl {
+  OrtSyncNotificationImpl* real;
+  ProxyStream* stream;
+  ProxyNotification(OrtSyncNotificationImpl* real, ProxyStream* stream);
+};
+
+// The real object behind what ORT hands the EP back (SyncStream_GetImpl, KernelInfo_GetEp,
+// CreateEpDevice's factory), or the pointer itself when it is not one of the layer's proxies.
+const OrtSyncStreamImpl* RealStream(const OrtSyncStreamImpl* impl);
+const OrtEp* RealEp(const OrtEp* ep);
+OrtEpFactory* ProxyOf(OrtEpFactory* real);
+
+// Remembers what the layer handed out, for the lookups above.
+void Remember(const void* proxy);
+bool IsProxy(const void* p);
+void MapFactory(OrtEpFactory* real, OrtEpFactory* proxy);
+
+// The EP just created on this thread, for the per-session DataTransfer ORT asks the factory
+// for right after CreateEp on the same thread (taken once).
+void SetJustCreated(ProxyEp* ep);
+ProxyEp* TakeJustCreated();
+
+// Checks one device value a copy or a kernel touches, served by `handler` ("" backend: any).
+void CheckValue(const OrtValue* value, const Owner& handler, bool factory_level,
+                const char* call, const char* role);
+
+}  // namespace rflayer

@@ -1,0 +1,93 @@
+// The proxy OrtSyncStreamImpl and OrtSyncNotificationImpl: forward, and say when a stream is
+// used after its release.
+#include "proxies.h"
+#include "report.h"
+
+namespace rflayer {
+
+namespace {
+
+ProxyStream* Self(OrtSyncStreamImpl* s) { return static_cast<ProxyStream*>(s); }
+ProxyNotification* Note(OrtSyncNotificationImpl* n) { return static_cast<ProxyNotification*>(n); }
+
+void Alive(ProxyStream* p, const char* call) {
+  if (p->released.load())
+    Report("use-after-release", call, "a stream of " + p->owner.Describe() + " used after its Release");
+}
+
+void ORT_API_CALL ReleaseImpl(OrtSyncStreamImpl* s) noexcept {
+  auto* p = Self(s);
+  if (p->released.exchange(true)) {
+    Report("use-after-release", "Release", "a stream of " + p->owner.Describe() + " released twice");
+    return;
+  }
+  p->real->Release(p->real);
+}
+
+void* ORT_API_CALL HandleImpl(OrtSyncStreamImpl* s) noexcept {
+  Alive(Self(s), "GetHandle");
+  return Self(s)->real->GetHandle(Self(s)->real);
+}
+
+OrtStatus* ORT_API_CALL NotificationImpl(OrtSyncStreamImpl* s,
+                                         OrtSyncNotificationImpl** notification) noexcept {
+  auto* p = Self(s);
+  Alive(p, "CreateNotification");
+  *notification = nullptr;
+  OrtSyncNotificationImpl* real = nullptr;
+  OrtStatus* status = p->real->CreateNotification(p->real, &real);
+  if (status != nullptr || real == nullptr) return status;
+  *notification = new ProxyNotification(real, p);
+  return nullptr;
+}
+
+OrtStatus* ORT_API_CALL FlushImpl(OrtSyncStreamImpl* s) noexcept {
+  Alive(Self(s), "Flush");
+  return Self(s)->real->Flush(Self(s)->real);
+}
+
+OrtStatus* ORT_API_CALL RunEndImpl(OrtSyncStreamImpl* s) noexcept {
+  Alive(Self(s), "OnSessionRunEnd");
+  return Self(s)->real->OnSessionRunEnd(Self(s)->real);
+}
+
+void ORT_API_CALL NoteReleaseImpl(OrtSyncNotificationImpl* n) noexcept {
+  Note(n)->real->Release(Note(n)->real);
+}
+
+OrtStatus* ORT_API_CALL ActivateImpl(OrtSyncNotificationImpl* n) noexcept {
+  return Note(n)->real->Activate(Note(n)->real);
+}
+
+OrtStatus* ORT_API_CALL WaitDeviceImpl(OrtSyncNotificationImpl* n, OrtSyncStream* consumer) noexcept {
+  return Note(n)->real->WaitOnDevice(Note(n)->real, consumer);
+}
+
+OrtStatus* ORT_API_CALL WaitHostImpl(OrtSyncNotificationImpl* n) noexcept {
+  return Note(n)->real->WaitOnHost(Note(n)->real);
+}
+
+}  // namespace
+
+ProxyStream::ProxyStream(OrtSyncStreamImpl* real_stream, Owner o, std::string dev)
+    : OrtSyncStreamImpl{}, real(real_stream), owner(std::move(o)), device(std::move(dev)) {
+  ort_version_supported = Declared(real->ort_version_supported);
+  Release = real->Release != nullptr ? ReleaseImpl : nullptr;
+  GetHandle = real->GetHandle != nullptr ? HandleImpl : nullptr;
+  CreateNotification = real->CreateNotification != nullptr ? NotificationImpl : nullptr;
+  Flush = real->Flush != nullptr ? FlushImpl : nullptr;
+  OnSessionRunEnd = real->OnSessionRunEnd != nullptr ? RunEndImpl : nullptr;
+  Remember(this);
+}
+
+ProxyNotification::ProxyNotification(OrtSyncNotificationImpl* real_note, ProxyStream* s)
+    : OrtSyncNotificationImpl{}, real(real_note), stream(s) {
+  ort_version_supported = Declared(real->ort_version_supported);
+  Release = real->Release != nullptr ? NoteReleaseImpl : nullptr;
+  Activate = real->Activate != nullptr ? ActivateImpl : nullptr;
+  WaitOnDevice = real->WaitOnDevice != nullptr ? WaitDeviceImpl : nullptr;
+  WaitOnHost = real->WaitOnHost != nullptr ? WaitHostImpl : nullptr;
+  Remember(this);
+}
+
+}  // namespace rflayer

@@ -1,0 +1,80 @@
+"""racefuzz's EP-ABI validation layer (`racefuzz/layer/`, `targets.layer`) on the real testbed:
+it changes nothing the EP computes, and it sees the seed's residual R1 from outside, as a
+misroute naming both backends, with the testbed's own white-box trace off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from racefuzz.execute.runner import Runner
+from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.json_io import load, load_many
+from racefuzz.targets import layer
+from racefuzz.targets.registry import load_target
+
+SCHEDULES = Path(__file__).resolve().parent.parent / "schedules"
+
+
+def outcomes(result: RunResult) -> list[tuple[bool, str | None, str]]:
+    return [(o.ok, None if o.check is None else str(o.check), o.message) for o in result.outcomes]
+
+
+def test_a_layered_spec_names_the_flavour_before_the_switches() -> None:
+    assert layer.layered_name("testbed:B3") == "testbed[layer]:B3"
+    assert layer.split_spec("testbed[layer]:B3") == ("testbed:B3", True)
+    assert layer.split_spec("webgpu-cpu") == ("webgpu-cpu", False)
+
+
+def test_the_layer_changes_no_outcome_of_the_seed_scenarios(testbed_library: Path) -> None:
+    plain = Runner(load_target("testbed"), zygote=False)
+    layered_target = load_target("testbed[layer]")
+    assert layered_target.layer and not layered_target.trace
+    assert any("EP-ABI validation layer" in a for a in layered_target.adaptations)
+    layered = Runner(layered_target, zygote=False)
+    for path, schedule in load_many(SCHEDULES):
+        if not layered_target.applies(schedule) or "s8" in path.name:
+            continue  # s8 is R1, which the layer reports (below): its outcomes match too
+        a, b = plain.run(schedule), layered.run(schedule)
+        assert outcomes(a) == outcomes(b), path.name
+        assert not [f for f in b.findings if f.kind == "abi"], (path.name, b.findings)
+
+
+def test_r1_is_an_abi_misroute_naming_both_backends_without_the_testbed_trace(
+    testbed_library: Path,
+) -> None:
+    schedule = load(SCHEDULES / "s8_mixed_backend_env_copies.json")
+    plain = Runner(load_target("testbed"), zygote=False).run(schedule)
+    result = Runner(load_target("testbed[layer]"), zygote=False).run(schedule)
+    assert outcomes(plain) == outcomes(result)
+    assert not [line for line in result.trace if line.get("ev") != "abi"]  # no testbed trace
+    (abi,) = [f for f in result.findings if f.kind == "abi"]
+    assert abi.op == "CopyTensors"
+    assert abi.message == (
+        "misroute: the source is memory of the factory's shared allocator, made for backend "
+        "profile=dml, handled by the factory's shared object while backends profile=dml and "
+        "profile=mgx shared its device: nothing in the call says which backend owns it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("bug", "scenario", "check"),
+    [
+        # Two sessions of two backends alive; B4 serves the dml session from the factory's
+        # allocator (it has no OrtEp allocator), B1 hands both sessions one DataTransfer.
+        ("B4", "s3_two_sessions_dml_runs.json", "misroute"),
+        ("B1", "s6_sequential_alternate_runs.json", "shared-object"),
+    ],
+)
+def test_an_ownership_bug_is_an_abi_finding_where_it_breaks_the_rule(
+    testbed_library: Path, bug: str, scenario: str, check: str
+) -> None:
+    # B3 is not one: each session keeps its own transfer, which routes by the process-wide slot
+    # inside the EP; nothing that crosses the ABI belongs to the wrong owner.
+    schedule = load(SCHEDULES / scenario)
+    result = Runner(load_target(f"testbed[layer]:{bug}"), zygote=False).run(schedule)
+    abi = [f for f in result.findings if f.kind == "abi"]
+    visible = [f for f in result.findings if f.kind != "abi"]
+    assert visible, result.findings  # black-box, as before
+    assert abi and all(f.message.startswith(f"{check}: ") for f in abi), result.findings
