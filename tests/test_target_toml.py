@@ -39,3 +39,22 @@ def test_every_field_survives_the_round_trip(tmp_path: Path) -> None:
     config.write_text(target_toml(target))
     again = load_target("my-ep", config)
     assert again == target and again.description == target.description
+
+
+def test_a_layered_target_reads_back_layered(tmp_path: Path, testbed_library: Path) -> None:
+    from racefuzz.targets import layer
+
+    plain = Target(
+        "my-ep",
+        (Library("ep", testbed_library),),
+        (Profile("p", "ep", "RacefuzzTestbed", {"profile": "dml"}),),
+        ("tiny",),
+        backend_option="profile",
+    )
+    layered = layer.wrap(plain, "profile", name="my-ep")
+    assert layered.layer and layered.libraries[0].path != testbed_library
+    config = tmp_path / "racefuzz.toml"
+    text = target_toml(layered)
+    assert "layer = true" in text and str(testbed_library) in text
+    config.write_text(text)
+    assert load_target("my-ep", config) == layered

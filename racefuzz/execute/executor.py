@@ -182,10 +182,8 @@ def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
     tracer = native_stack.tracer_library()
     if tracer is not None and target.sanitizer is None:  # a sanitizer reports faults itself
         env[TRACER_ENV] = str(tracer)
-    if trace_path is not None and target.trace:
-        env["RACEFUZZ_TESTBED_TRACE"] = str(trace_path)
-    if trace_path is not None and target.layer:
-        env["RACEFUZZ_LAYER_REPORT"] = str(trace_path)  # its lines are read with the trace
+    if trace_path is not None:
+        env.update(dict.fromkeys(target.trace_envs(), str(trace_path)))
     return env
 
 
@@ -255,7 +253,7 @@ def run(
         launcher = _SPAWN
     job = json.dumps(job_for(target, schedule, options))
     with tempfile.TemporaryDirectory(prefix="racefuzz-run-") as tmp:
-        trace_path = Path(tmp, "trace.jsonl") if target.trace or target.layer else None
+        trace_path = Path(tmp, "trace.jsonl") if target.trace_envs() else None
         err_path = Path(tmp, "stderr.txt")
         t0 = time.monotonic()
         launched = (launcher or _SPAWN).launch(

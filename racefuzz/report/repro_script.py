@@ -85,7 +85,7 @@ def repro_source(
         "PROFILES": literal(json.dumps(profiles, indent=1)),
         "RECORDED": repr({name: str(target.library(name).path) for name in libraries}),
         "ENV": literal(json.dumps(repro_env(target), indent=1)),
-        "TRACE": repr(target.trace),
+        "TRACE": repr(target.trace_envs()),
         "WORKER_BUG_EXIT": repr(WORKER_BUG_EXIT),
         "STEP_TIMEOUT": repr(float(limits.step_timeout)),
         "SCHEDULE_TIMEOUT": repr(float(limits.schedule_timeout)),

@@ -163,7 +163,7 @@ def child_env(environ):
 
 
 def read_trace(path):
-    """The testbed's white-box trace lines of one replay, where it wrote them."""
+    """The trace lines of one replay (the testbed's, the layer's), where they were written."""
     if not path or not os.path.exists(path):
         return ()
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -308,8 +308,10 @@ def main(argv):
 
         def one(n):  # one replay in its own process, with its own trace file
             run_env, trace = dict(env), None
-            if TRACE and "RACEFUZZ_TESTBED_TRACE" not in os.environ:
-                trace = run_env["RACEFUZZ_TESTBED_TRACE"] = os.path.join(tmp, f"trace{n}.jsonl")
+            names = [name for name in TRACE if name not in os.environ]
+            if names:
+                trace = os.path.join(tmp, f"trace{n}.jsonl")
+                run_env.update(dict.fromkeys(names, trace))
             done[n] = (trace, *replay(judge, job, run_env, args.step_timeout))
 
         for n in range(1, args.times + 1):
@@ -353,7 +355,9 @@ PROFILES = json.loads(@@PROFILES@@)
 RECORDED = @@RECORDED@@
 LIBRARIES = list(RECORDED)
 TARGET_ENV = json.loads(@@ENV@@)
-TRACE = @@TRACE@@  # the testbed's white-box trace (for `misroute` findings)
+# The variables that name a replay's trace file: the testbed's white-box trace (`misroute`
+# findings), racefuzz's EP-ABI layer's report (`abi` findings).
+TRACE = @@TRACE@@
 BY_OVERLAP = @@BY_OVERLAP@@  # the target clusters by overlap shape (`cluster_by = "overlap"`)
 STEP_TIMEOUT = @@STEP_TIMEOUT@@
 SCHEDULE_TIMEOUT = @@SCHEDULE_TIMEOUT@@

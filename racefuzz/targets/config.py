@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from racefuzz.errors import RacefuzzError
-from racefuzz.targets import sanitizer
+from racefuzz.targets import layer, sanitizer
 from racefuzz.targets.gpu import package_library
 from racefuzz.targets.model import (
     CLUSTER_BY,
@@ -37,6 +37,8 @@ _TARGET_KEYS = (
     "libraries",
     "profiles",
     "aliases",
+    "layer",
+    "backend_option",
 )
 _PROFILE_KEYS = (
     "library",
@@ -125,7 +127,12 @@ class Reader:
                 self.fail(f"{key}.aliases", f"'{alias}' is already a profile")
             if to not in profile_names:
                 self.fail(f"{key}.aliases", f"'{alias}' names unknown profile '{to}'")
-        return Target(
+        layered, backend_option = raw.get("layer", False), raw.get("backend_option", "")
+        if not isinstance(layered, bool):
+            self.fail(key, "'layer' must be true or false")
+        if not isinstance(backend_option, str):
+            self.fail(key, "'backend_option' must be a string (a provider option's name)")
+        target = Target(
             name=name,
             description=description,
             libraries=libraries,
@@ -136,7 +143,10 @@ class Reader:
             trace=trace,
             tolerance=self.tolerance(raw, key),
             cluster_by=self.cluster_by(raw, key),
+            backend_option=backend_option,
         )
+        # `layer = true`: always behind racefuzz's EP-ABI validation layer, as `NAME[layer]`.
+        return layer.wrap(target, backend_option, name=name) if layered else target
 
     def cluster_by(self, raw: dict[str, Any], key: str) -> str:
         """`cluster_by = "overlap"`: one cluster per overlap-group shape (see Target)."""

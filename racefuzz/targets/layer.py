@@ -28,7 +28,6 @@ from racefuzz.targets.model import Library, Target
 SOURCES = Path(__file__).resolve().parent.parent / "layer"
 FLAVOUR = "layer"
 ENV_PREFIX = "RACEFUZZ_LAYER_"
-REPORT_ENV = "RACEFUZZ_LAYER_REPORT"  # the per-run file the layer writes its findings to
 
 
 def env_name(registration: str) -> str:
@@ -63,11 +62,12 @@ def library(who: str) -> Path:
     return built
 
 
-def wrap(target: Target, backend_option: str = "") -> Target:
-    """`target` with every plugin library behind the layer. `backend_option` names the provider
-    option whose value is an EP instance's backend (the testbed's `profile`); without one,
-    every instance of an EP is one backend."""
-    name = layered_name(target.name)
+def wrap(target: Target, backend_option: str = "", name: str | None = None) -> Target:
+    """`target` with every plugin library behind the layer, named `name` (default: the target's
+    with `[layer]`). `backend_option` names the provider option whose value is an EP
+    instance's backend (the testbed's `profile`); without one, every instance of an EP is one
+    backend."""
+    name = layered_name(target.name) if name is None else name
     built = library(f"target '{name}'")
     env = dict(target.env)
     libraries = []
@@ -89,6 +89,7 @@ def wrap(target: Target, backend_option: str = "") -> Target:
         libraries=tuple(libraries),
         env=env,
         layer=True,
+        backend_option=backend_option,
         trace=False,  # the layer sees from outside; the testbed's own trace is for comparing
         adaptations=(*target.adaptations, *said),
         description=f"{target.description}, behind racefuzz's EP-ABI validation layer",
@@ -108,3 +109,17 @@ def split_spec(spec: str) -> tuple[str, bool]:
     if marker not in head:
         return spec, False
     return head.replace(marker, "", 1) + colon + tail, True
+
+
+def unwrap(target: Target) -> Target:
+    """The target `wrap` was given (its libraries, its environment), for writing it back as a
+    racefuzz.toml table with `layer = true`; its testbed trace stays off."""
+    libraries, env = [], dict(target.env)
+    for lib in target.libraries:
+        config = env.pop(env_name(lib.name), "")
+        real = dict(part.split("=", 1) for part in config.split(";") if "=" in part)
+        path = Path(real["library"]) if "library" in real else lib.path
+        forwards = lib.forwards_to if lib.forwards_to != path else None
+        libraries.append(Library(lib.name, path, lib.sanitizer, forwards))
+    plain, _ = split_spec(target.name)
+    return replace(target, name=plain, libraries=tuple(libraries), env=env, layer=False)

@@ -157,6 +157,8 @@ class Profile:
 
 
 CLUSTER_BY = ("symptom", "overlap")
+TRACE_ENV = "RACEFUZZ_TESTBED_TRACE"
+LAYER_REPORT_ENV = "RACEFUZZ_LAYER_REPORT"
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,11 @@ class Target:
             if alias in names or to not in names:
                 out.append(f"alias '{alias}' must map a new name onto a profile, not '{to}'")
         return out
+
+    def trace_envs(self) -> tuple[str, ...]:
+        """The variables a worker sets to its run's trace file: the testbed's white-box trace,
+        the EP-ABI layer's report (both read as the run's trace lines)."""
+        return (TRACE_ENV,) * self.trace + (LAYER_REPORT_ENV,) * self.layer
 
     def profile_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.profiles)

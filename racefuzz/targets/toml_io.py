@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 
+from racefuzz.targets import layer
 from racefuzz.targets.model import Library, Target
 
 
@@ -38,6 +40,10 @@ def _library(lib: Library) -> str:
 
 
 def target_toml(target: Target) -> str:
+    layered = target.layer
+    if layered:  # written as the target behind it, and `layer = true` to put it back
+        name = target.name
+        target = replace(layer.unwrap(target), name=name)
     head = f"targets.{_str(target.name)}"
     lines = [
         "# Written by racefuzz from the target this bundle was found on.",
@@ -52,6 +58,8 @@ def target_toml(target: Target) -> str:
             else []
         ),
         *([f"cluster_by = {_str(target.cluster_by)}"] if target.cluster_by != "symptom" else []),
+        *(["layer = true"] if layered else []),
+        *([f"backend_option = {_str(target.backend_option)}"] if target.backend_option else []),
         "",
         f"[{head}.libraries]",
         *(f"{_str(lib.name)} = {_library(lib)}" for lib in target.libraries),
