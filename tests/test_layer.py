@@ -78,3 +78,17 @@ def test_an_ownership_bug_is_an_abi_finding_where_it_breaks_the_rule(
     visible = [f for f in result.findings if f.kind != "abi"]
     assert visible, result.findings  # black-box, as before
     assert abi and all(f.message.startswith(f"{check}: ") for f in abi), result.findings
+
+
+def test_doctor_of_a_real_cpu_ep_behind_the_layer_is_all_ok() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "racefuzz", "doctor", "--target", "nxrt-cpu[layer]"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "EP-ABI validation layer in front of" in " ".join(proc.stdout.split())

@@ -71,9 +71,11 @@ def test_openvino_on_a_cpu_not_intels_asks_for_the_named_override() -> None:
     assert "offers no device on a CPU not Intel's" in line and "'openvino[as-intel]'" in line
 
 
-@pytest.mark.parametrize("target", ["webgpu-cpu", OPENVINO, "ggml"])
+# webgpu-cpu[layer]: racefuzz's EP-ABI layer in front of the forwarding library in front of
+# a kernel-registry EP: every table and object passes through both.
+@pytest.mark.parametrize("target", ["webgpu-cpu", OPENVINO, "ggml", "webgpu-cpu[layer]"])
 def test_doctor_runs_every_profile_and_model_on_the_real_ep(target: str) -> None:
-    ready(target)
+    ready(target.replace("[layer]", ""))
     proc = racefuzz("doctor", "--target", target, env={**os.environ, "COLUMNS": "100"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     loaded = cpu_eps_target(target)

@@ -82,14 +82,17 @@ static uint32_t vendor_id(int slot, const OrtHardwareDevice *device) {
 static void build_copy(Slot *s, const OrtApi *api) {
   /* ORT only ever appends to OrtApi, and GetApi returns one table for every version it serves:
    * copy entries while they are functions of ORT's own library, so that a table newer than the
-   * headers this was built with is copied whole. */
+   * headers this was built with is copied whole. Entries of the library that handed us the
+   * table count too: racefuzz's EP-ABI layer in front of this one replaces a few. */
   void *const *entries = (void *const *)api;
-  Dl_info first, info;
+  Dl_info first, info, giver;
   size_t n = 0;
   memset(s->copy, 0, sizeof s->copy);
+  int has_giver = dladdr((void *)s->real_base->GetApi, &giver) != 0;
   if (dladdr(entries[0], &first) != 0) {
     while (n < MAX_ENTRIES && entries[n] != NULL && dladdr(entries[n], &info) != 0 &&
-           info.dli_fbase == first.dli_fbase) {
+           (info.dli_fbase == first.dli_fbase ||
+            (has_giver && info.dli_fbase == giver.dli_fbase))) {
       s->copy[n] = entries[n];
       n++;
     }
