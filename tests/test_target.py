@@ -327,7 +327,7 @@ BAD = [
     (
         '[targets.t]\nlibrary = "x"',
         "racefuzz.toml: targets.t: unknown key 'library' (known: description, models, env, "
-        "trace, tolerance, cluster_by, libraries, profiles, aliases)",
+        "trace, tolerance, cluster_by, libraries, profiles, aliases, layer, backend_option)",
     ),
     (
         '[targets.t]\ncluster_by = "stack"\n[targets.t.profiles.p]\nep = "E"',

@@ -275,7 +275,11 @@ class Target:
             "trace": self.trace,
             "tolerance": list(self.tolerance) if self.tolerance else None,
             "cluster_by": self.cluster_by,
-        } | ({"adaptations": list(self.adaptations)} if self.adaptations else {})
+        } | (
+            ({"adaptations": list(self.adaptations)} if self.adaptations else {})
+            | ({"layer": True} if self.layer else {})
+            | ({"backend_option": self.backend_option} if self.backend_option else {})
+        )
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Target:
@@ -299,6 +303,8 @@ class Target:
             tolerance=tuple(obj["tolerance"]) if obj.get("tolerance") else None,
             cluster_by=obj.get("cluster_by", "symptom"),
             adaptations=tuple(obj.get("adaptations", ())),
+            layer=bool(obj.get("layer", False)),
+            backend_option=str(obj.get("backend_option", "")),
         )
 
 
