@@ -52,9 +52,8 @@ def test_r1_is_an_abi_misroute_naming_both_backends_without_the_testbed_trace(
     (abi,) = [f for f in result.findings if f.kind == "abi"]
     assert abi.op == "CopyTensors"
     assert abi.message == (
-        "misroute: the source is memory of the factory's shared allocator, made for backend "
-        "profile=dml, handled by the factory's shared object while backends profile=dml and "
-        "profile=mgx shared its device: nothing in the call says which backend owns it"
+        "misroute: the source came from the shared allocator for profile=dml, handled by "
+        "a shared object while backends profile=dml and profile=mgx shared the device"
     )
 
 
@@ -92,3 +91,18 @@ def test_doctor_of_a_real_cpu_ep_behind_the_layer_is_all_ok() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "EP-ABI validation layer in front of" in " ".join(proc.stdout.split())
+
+
+def test_an_ep_alive_when_its_library_goes_is_said_and_labelled_misuse(
+    testbed_library: Path,
+) -> None:
+    from racefuzz.schedule.model import Op, Schedule, Step, make_step
+
+    create = make_step(Op.CREATE, 0, session="s1", profile="dml", model="tiny")
+    schedule = Schedule(1, (Step(0, Op.REGISTER), create, Step(0, Op.UNREGISTER)))
+    result = Runner(load_target("testbed[layer]"), zygote=False).run(schedule)
+    (abi,) = [f for f in result.findings if f.kind == "abi"]
+    assert abi.op == "ReleaseEpFactory" and abi.misuse.startswith("step 2: unregister")
+    assert abi.message == (
+        "alive-at-release: EP #N (backend profile=dml) was never released before its factory"
+    )

@@ -219,7 +219,7 @@ def abi_findings(result: RunResult) -> list[Finding]:
         Finding(
             "abi",
             str(line.get("call", "?")),
-            f"{line.get('check', '?')}: {line.get('message', '')}",
+            normalise(f"{line.get('check', '?')}: {line.get('message', '')}"),
             (),
             None,
             str(line),

@@ -15,6 +15,7 @@
 
 #include "entry.h"
 #include "proxies.h"
+#include "report.h"
 
 namespace rflayer {
 
@@ -108,6 +109,11 @@ extern "C" OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
   auto* proxy = static_cast<ProxyFactory*>(factory);
   if (proxy->released.exchange(true)) return nullptr;
   Registration* reg = proxy->reg;
+  // ORT releases every session before its library (the contract racefuzz checks): an EP alive
+  // now is one the application or ORT never released, and its next call reaches a dead factory.
+  for (ProxyEp* ep : proxy->Alive())
+    Report("alive-at-release", "ReleaseEpFactory",
+           ep->owner.Describe() + " was never released before its factory");
   OrtStatus* status = reg->release(proxy->real);
   std::lock_guard<std::mutex> lock(g_mu);
   // The proxy stays (EP objects may still point at it); the registration's real library is

@@ -77,7 +77,7 @@ OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEp* e, const OrtMemoryInfo* memor
   if (auto first = Ownership::Get().SharedWith(real, p->owner))
     Report("shared-object", "CreateAllocator",
            "the allocator made for " + p->owner.Describe() + " is the one made for " +
-               first->Describe() + ": its blocks cannot tell which backend they belong to");
+               first->Describe());
   *allocator = new ProxyAllocator(real, p->owner);
   return nullptr;
 }

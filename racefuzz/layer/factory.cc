@@ -77,6 +77,7 @@ OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* f, const OrtHardwareDevice* c
   std::string backend = BackendOf(p, session_options);
   Owner owner{Ownership::Get().Created(device, backend), backend};
   auto* proxy = new ProxyEp(real, p, owner, device);
+  p->Made(proxy);
   SetJustCreated(proxy);
   *ep = proxy;
   return nullptr;
@@ -148,7 +149,7 @@ OrtStatus* ORT_API_CALL CreateDataTransferImpl(OrtEpFactory* f,
     if (auto first = Ownership::Get().SharedWith(real, owner))
       Report("shared-object", "CreateDataTransfer",
              "the DataTransfer made for " + owner.Describe() + " is the one made for " +
-                 first->Describe() + ": one instance cannot route by its session's backend");
+                 first->Describe());
   }
   *data_transfer = new ProxyDataTransfer(real, owner);
   return nullptr;
@@ -208,6 +209,19 @@ OrtStatus* ORT_API_CALL SelectImpl(OrtEpFactory* f, const OrtHardwareDevice* dev
 }
 
 }  // namespace
+
+void ProxyFactory::Made(ProxyEp* ep) {
+  std::lock_guard<std::mutex> lock(mu);
+  eps.push_back(ep);
+}
+
+std::vector<ProxyEp*> ProxyFactory::Alive() {
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<ProxyEp*> out;
+  for (ProxyEp* ep : eps)
+    if (!ep->released.load()) out.push_back(ep);
+  return out;
+}
 
 ProxyFactory::ProxyFactory(OrtEpFactory* real_factory, Registration* registration)
     : OrtEpFactory{}, real(real_factory), reg(registration) {

@@ -7,7 +7,7 @@ constexpr size_t kFreedKept = 4096;  // freed blocks remembered for use-after-fr
 }
 
 std::string Owner::Describe() const {
-  std::string who = ep == 0 ? "the factory (no session)" : "EP #" + std::to_string(ep);
+  std::string who = ep == 0 ? "the factory" : "EP #" + std::to_string(ep);
   return backend.empty() ? who : who + " (backend " + backend + ")";
 }
 

@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "layer.h"
 #include "ownership.h"
@@ -14,11 +16,18 @@ namespace rflayer {
 
 struct Registration;  // entry.cc: one registered library
 
+struct ProxyEp;
+
 struct ProxyFactory : OrtEpFactory {
   OrtEpFactory* real;
   Registration* reg;
   std::atomic<bool> released{false};
   ProxyFactory(OrtEpFactory* real, Registration* reg);
+  // The EPs it made that ORT has not released yet, checked when the factory is released.
+  std::vector<ProxyEp*> Alive();
+  void Made(ProxyEp* ep);
+  std::mutex mu;
+  std::vector<ProxyEp*> eps;
 };
 
 struct ProxyEp : OrtEp {

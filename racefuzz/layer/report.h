@@ -7,7 +7,7 @@
 namespace rflayer {
 
 // `check`: misroute | shared-object | double-free | foreign-free | use-after-free |
-// use-after-release. `call`: the ABI call that broke it. `message`: one sentence naming both
+// use-after-release | alive-at-release. `call`: the ABI call that broke it. `message`: one sentence naming both
 // owners, with no addresses (racefuzz clusters on it).
 void Report(const std::string& check, const std::string& call, const std::string& message);
 
