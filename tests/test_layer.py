@@ -53,7 +53,7 @@ def test_r1_is_an_abi_misroute_naming_both_backends_without_the_testbed_trace(
     assert abi.op == "CopyTensors"
     assert abi.message == (
         "misroute: the source came from the shared allocator for profile=dml, handled by "
-        "a shared object while backends profile=dml and profile=mgx shared the device"
+        "a shared object of backends profile=dml and profile=mgx"
     )
 
 

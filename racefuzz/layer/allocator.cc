@@ -10,16 +10,15 @@ ProxyAllocator* Self(const OrtAllocator* a) {
   return static_cast<ProxyAllocator*>(const_cast<OrtAllocator*>(a));
 }
 
-// A factory allocator serves every session of its device: its block is tagged with the
-// backends alive there, and with their backend when they are all one.
+// A factory allocator serves every session of its library: its block is tagged with the
+// backend of the EPs the library made when they are all one, else with none.
 void* Made(ProxyAllocator* p, void* block, size_t size) {
-  std::set<std::string> alive;
   Owner owner = p->owner;
   if (owner.ep == 0) {
-    alive = Ownership::Get().AliveBackends(p->device);
-    if (alive.size() == 1) owner.backend = *alive.begin();
+    std::set<std::string> ever = Ownership::Get().BackendsEver(p->scope);
+    if (ever.size() == 1) owner.backend = *ever.begin();
   }
-  Ownership::Get().Allocated(block, size, p->id, owner, p->device, alive);
+  Ownership::Get().Allocated(block, size, p->id, owner, p->scope);
   return block;
 }
 
@@ -63,8 +62,12 @@ OrtStatus* ORT_API_CALL ShrinkImpl(OrtAllocator* a) noexcept {
 
 }  // namespace
 
-ProxyAllocator::ProxyAllocator(OrtAllocator* real_allocator, Owner o)
-    : OrtAllocator{}, real(real_allocator), owner(std::move(o)), id(Ownership::Get().NewId()) {
+ProxyAllocator::ProxyAllocator(OrtAllocator* real_allocator, Owner o, std::string sc)
+    : OrtAllocator{},
+      real(real_allocator),
+      owner(std::move(o)),
+      scope(std::move(sc)),
+      id(Ownership::Get().NewId()) {
   const uint32_t v = real->version;
   version = Declared(v);
   Alloc = real->Alloc != nullptr ? AllocImpl : nullptr;

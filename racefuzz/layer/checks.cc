@@ -44,34 +44,30 @@ void CheckValue(const OrtValue* value, const Owner& handler, bool factory_level,
            std::string(role) + " is a block made by " + made.Describe() + " and already freed");
     return;
   }
-  // The backends the block may belong to: its EP's; for a factory block, those alive on its
-  // device when it was made. A shared (factory) object that handles it may be serving any
-  // backend created on that device since, too.
-  std::set<std::string> maybe = made.ep != 0 ? std::set<std::string>{made.backend}
-                                             : block->alive_backends;
-  if (maybe.empty()) return;  // made before any EP: nothing to hold it to
+  // A session's own object must get its own backend's memory; an object every session
+  // shares cannot tell, once the library made EPs of two backends.
+  std::set<std::string> ever = Ownership::Get().BackendsEver(block->scope);
+  const bool shared_block = made.ep == 0;
   if (!factory_level && !handler.backend.empty()) {
-    if (made.ep != 0 && made.backend != handler.backend) {
+    if (!shared_block && made.backend != handler.backend) {
       Report("misroute", call,
              std::string(role) + " is memory of " + made.Describe() + ", handled by " +
                  handler.Describe());
-    } else if (made.ep == 0 && (maybe.size() > 1 || *maybe.begin() != handler.backend)) {
+    } else if (shared_block && (ever.size() > 1 || ever.count(handler.backend) == 0)) {
       // Messages stay under 160 characters and free of quotes: racefuzz clusters on them.
       Report("misroute", call,
-             std::string(role) + " came from the shared allocator while " + Join(maybe) +
-                 " shared the device, handled by " + handler.Describe());
+             std::string(role) + " came from the shared allocator of " + Join(ever) +
+                 ", handled by " + handler.Describe());
     }
     return;
   }
-  for (const auto& other : Ownership::Get().OtherBackendsSince(block->device, block->epoch, ""))
-    maybe.insert(other);
-  if (maybe.size() > 1)
+  if (ever.size() > 1)
     Report("misroute", call,
            std::string(role) +
-               (made.ep != 0 ? " is memory of backend " + made.backend
+               (!shared_block ? " is memory of backend " + made.backend
                 : made.backend.empty() ? std::string(" came from the shared allocator")
                                        : " came from the shared allocator for " + made.backend) +
-               ", handled by a shared object while " + Join(maybe) + " shared the device");
+               ", handled by a shared object of " + Join(ever));
 }
 
 }  // namespace rflayer

@@ -78,7 +78,7 @@ OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEp* e, const OrtMemoryInfo* memor
     Report("shared-object", "CreateAllocator",
            "the allocator made for " + p->owner.Describe() + " is the one made for " +
                first->Describe());
-  *allocator = new ProxyAllocator(real, p->owner);
+  *allocator = new ProxyAllocator(real, p->owner, p->factory->scope);
   return nullptr;
 }
 

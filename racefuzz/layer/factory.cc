@@ -75,7 +75,7 @@ OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* f, const OrtHardwareDevice* c
   if (status != nullptr || real == nullptr) return status;
   std::string device = num_devices > 0 ? HardwareKey(devices[0]) : "none";
   std::string backend = BackendOf(p, session_options);
-  Owner owner{Ownership::Get().Created(device, backend), backend};
+  Owner owner{Ownership::Get().Created(p->scope, backend), backend};
   auto* proxy = new ProxyEp(real, p, owner, device);
   p->Made(proxy);
   SetJustCreated(proxy);
@@ -122,7 +122,7 @@ OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEpFactory* f, const OrtMemoryInfo
   OrtAllocator* real = nullptr;
   OrtStatus* status = p->real->CreateAllocator(p->real, memory_info, options, &real);
   if (status != nullptr || real == nullptr) return status;
-  *allocator = new ProxyAllocator(real, Owner{});
+  *allocator = new ProxyAllocator(real, Owner{}, p->scope);
   return nullptr;
 }
 
@@ -224,7 +224,7 @@ std::vector<ProxyEp*> ProxyFactory::Alive() {
 }
 
 ProxyFactory::ProxyFactory(OrtEpFactory* real_factory, Registration* registration)
-    : OrtEpFactory{}, real(real_factory), reg(registration) {
+    : OrtEpFactory{}, real(real_factory), reg(registration), scope(registration->library) {
   const uint32_t v = real->ort_version_supported;
   ort_version_supported = Declared(v);
 #define RF_SET(field, impl, since) field = (v >= (since) && real->field != nullptr) ? impl : nullptr

@@ -21,12 +21,11 @@ uint64_t Ownership::NewId() {
   return next_id_++;
 }
 
-uint64_t Ownership::Created(const std::string& device, const std::string& backend) {
+uint64_t Ownership::Created(const std::string& scope, const std::string& backend) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t ep = next_ep_++;
-  uint64_t epoch = ++epochs_[device];
-  alive_[ep] = {device, backend};
-  history_[device].push_back({epoch, backend});
+  alive_[ep] = {scope, backend};
+  backends_[scope].insert(backend);
   return ep;
 }
 
@@ -35,32 +34,21 @@ void Ownership::Released(uint64_t ep) {
   alive_.erase(ep);
 }
 
-std::set<std::string> Ownership::AliveBackends(const std::string& device) {
+std::set<std::string> Ownership::BackendsEver(const std::string& scope) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::set<std::string> backends;
-  for (const auto& [ep, where] : alive_)
-    if (where.first == device) backends.insert(where.second);
-  return backends;
-}
-
-uint64_t Ownership::Epoch(const std::string& device) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return epochs_[device];
+  return backends_[scope];
 }
 
 void Ownership::Allocated(void* p, size_t size, uint64_t allocator, const Owner& owner,
-                          const std::string& device,
-                          const std::set<std::string>& alive_backends) {
+                          const std::string& scope) {
   if (p == nullptr) return;
   Block b;
   b.start = reinterpret_cast<uintptr_t>(p);
   b.size = size;
   b.allocator = allocator;
   b.owner = owner;
-  b.device = device;
-  b.alive_backends = alive_backends;
+  b.scope = scope;
   std::lock_guard<std::mutex> lock(mu_);
-  b.epoch = epochs_[device];
   freed_.erase(b.start);  // the address is reused: the old history no longer applies
   live_[b.start] = b;
 }
@@ -129,15 +117,6 @@ std::optional<Block> Ownership::Find(const void* p, bool* freed) {
     return b;
   }
   return std::nullopt;
-}
-
-std::vector<std::string> Ownership::OtherBackendsSince(const std::string& device, uint64_t epoch,
-                                                       const std::string& backend) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::set<std::string> seen;
-  for (const auto& c : history_[device])
-    if (c.epoch > epoch && c.backend != backend) seen.insert(c.backend);
-  return {seen.begin(), seen.end()};
 }
 
 }  // namespace rflayer

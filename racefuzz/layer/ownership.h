@@ -7,11 +7,12 @@
 // environment's allocator). A factory block gets the backend of the EPs alive on its device
 // when they are all one backend, else none.
 //
-// Backends come and go per memory device: `Created` counts each EP creation as a new epoch of
-// its device. A factory-level DataTransfer has no session to route by, so it can serve a block
-// of backend A correctly only while no EP of another backend was created on that device since
-// the block was made (the seed's residual: both backends declare one memory device and CanCopy
-// cannot tell them apart).
+// An object every session shares (the factory's allocator, the environment's DataTransfer) has
+// no session to route by: once one library made EPs of two backends, it cannot know which
+// backend a block belongs to (the seed's residual: both backends declare one memory device,
+// CanCopy cannot tell them apart, and the process-wide slot that picks a backend is the whole
+// library's, not one device's), and the layer says so whenever such an object handles device
+// memory, or hands a session memory of its own.
 #pragma once
 
 #include <cstddef>
@@ -36,11 +37,8 @@ struct Block {
   size_t size = 0;
   uint64_t allocator = 0;  // the proxy allocator's id
   Owner owner;
-  std::string device;
-  uint64_t epoch = 0;  // of its device, when it was made
-  // A factory block: the backends with EPs alive on its device when it was made (the shared
-  // allocator may have served any of them).
-  std::set<std::string> alive_backends;
+  std::string scope;  // the real library whose allocator made it
+
   uint64_t alloc_thread = 0;
   uint64_t free_thread = 0;
   uint64_t freed_by = 0;  // allocator id that freed it
@@ -53,13 +51,14 @@ class Ownership {
   uint64_t NewId();
 
   // An EP instance of `backend` was created on `device`; returns its id.
-  uint64_t Created(const std::string& device, const std::string& backend);
+  uint64_t Created(const std::string& scope, const std::string& backend);
   void Released(uint64_t ep);
-  // The backends of the EPs alive on `device`.
-  std::set<std::string> AliveBackends(const std::string& device);
+  // The backends of every EP created on `device` so far: an object shared by all sessions (the
+  // factory's allocator, the environment's DataTransfer) may be serving any of them.
+  std::set<std::string> BackendsEver(const std::string& scope);
 
   void Allocated(void* p, size_t size, uint64_t allocator, const Owner& owner,
-                 const std::string& device, const std::set<std::string>& alive_backends);
+                 const std::string& scope);
   // Checks a free through `allocator`; returns the problem ("" when fine) and forgets the block.
   std::string Freed(void* p, uint64_t allocator, const std::string& allocator_owner);
 
@@ -73,24 +72,15 @@ class Ownership {
   // The live block holding `p`, or the freed one that held it (then `*freed` is true).
   std::optional<Block> Find(const void* p, bool* freed);
 
-  // Backends of EPs created on `device` after `epoch` other than `backend`.
-  std::vector<std::string> OtherBackendsSince(const std::string& device, uint64_t epoch,
-                                              const std::string& backend);
-  uint64_t Epoch(const std::string& device);
 
  private:
-  struct Created_ {
-    uint64_t epoch;
-    std::string backend;
-  };
   std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uintptr_t, Block> live_;
   std::map<uintptr_t, Block> freed_;  // the most recent frees, bounded
   std::vector<uintptr_t> freed_order_;
-  std::map<uint64_t, std::pair<std::string, std::string>> alive_;  // ep -> (device, backend)
-  std::map<std::string, std::vector<Created_>> history_;           // device -> creations
-  std::map<std::string, uint64_t> epochs_;
+  std::map<uint64_t, std::pair<std::string, std::string>> alive_;  // ep -> (scope, backend)
+  std::map<std::string, std::set<std::string>> backends_;          // scope -> ever created
   std::map<const void*, Owner> handed_;  // real per-session object -> its first owner
   uint64_t next_ep_ = 1;
 

@@ -21,6 +21,7 @@ struct ProxyEp;
 struct ProxyFactory : OrtEpFactory {
   OrtEpFactory* real;
   Registration* reg;
+  std::string scope;  // the real library's path: what shares its process-wide state
   std::atomic<bool> released{false};
   ProxyFactory(OrtEpFactory* real, Registration* reg);
   // The EPs it made that ORT has not released yet, checked when the factory is released.
@@ -55,9 +56,10 @@ struct ProxyDataTransfer : OrtDataTransferImpl {
 struct ProxyAllocator : OrtAllocator {
   OrtAllocator* real;
   Owner owner;
+  std::string scope;  // the real library (its process-wide state is every factory's)
   uint64_t id;
   std::string device;
-  ProxyAllocator(OrtAllocator* real, Owner owner);
+  ProxyAllocator(OrtAllocator* real, Owner owner, std::string scope);
 };
 
 struct ProxyStream : OrtSyncStreamImpl {
