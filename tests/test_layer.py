@@ -106,3 +106,15 @@ def test_an_ep_alive_when_its_library_goes_is_said_and_labelled_misuse(
     assert abi.message == (
         "alive-at-release: EP #N (backend profile=dml) was never released before its factory"
     )
+
+
+def test_one_shared_object_behind_a_copy_source_and_destination_is_one_defect() -> None:
+    from racefuzz.judge.outcome import Finding
+
+    rest = "came from the shared allocator for profile=dml, handled by a shared object of x"
+    source = Finding("abi", "CopyTensors", f"misroute: the source {rest}", ())
+    destination = Finding("abi", "CopyTensors", f"misroute: the destination {rest}", ())
+    assert source.cluster != destination.cluster
+    assert source.defect == destination.defect is not None
+    other = Finding("abi", "Free", "foreign-free: a block made by EP #N freed by EP #N", ())
+    assert other.defect != source.defect

@@ -41,3 +41,29 @@ def test_every_misroute_the_trace_sees_the_layer_sees(testbed_library: Path) -> 
             launcher.close()
     assert seen >= 3, f"only {seen} of {SCHEDULES} schedules misrouted: too few to compare"
     assert missed == 0, f"the layer missed {missed} of the {seen} runs the trace saw misrouted"
+
+
+def test_a_campaign_behind_the_layer_finds_r1_by_its_owners(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "racefuzz", "run", "--target", "testbed[layer]", "--seconds", "20"]
+        + ["--no-corpus", "--no-shrink", "--no-dashboard", "--jobs", "1", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    found = json.loads((folder / "findings.json").read_text())["findings"]
+    assert not [f for f in found if f["kind"] == "misroute"]  # the testbed's trace is off
+    r1 = [
+        f
+        for f in found
+        if f["kind"] == "abi" and "profile=dml" in f["message"] and "profile=mgx" in f["message"]
+    ]
+    assert r1 and min(f["first_seen_s"] for f in r1) < 20, [f["cluster"] for f in found]

@@ -91,6 +91,10 @@ def ep_words(message: str) -> str:
     return _CALL_CONTEXT.sub("", message)
 
 
+# How the EP-ABI layer names the tensor a check was about (racefuzz/layer/checks.cc).
+ABI_ROLES = ("the source ", "the destination ", "an input ")
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing that went wrong, with the signature used to deduplicate it.
@@ -132,6 +136,13 @@ class Finding:
         words = ep_words(self.message)
         if self.kind == "error" and len(words) >= MIN_DEFECT_MESSAGE:
             return ("error", words, str(bool(self.misuse)))
+        if self.kind == "abi":
+            # The layer's rule and what broke it, whichever tensor of the call it was: one
+            # shared allocator feeding a copy's source and its destination is one defect.
+            check, _, what = self.message.partition(": ")
+            for role in ABI_ROLES:
+                what = what.removeprefix(role)
+            return ("abi", check, what, str(bool(self.misuse)))
         return None
 
     @property
