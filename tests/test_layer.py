@@ -118,3 +118,12 @@ def test_one_shared_object_behind_a_copy_source_and_destination_is_one_defect() 
     assert source.defect == destination.defect is not None
     other = Finding("abi", "Free", "foreign-free: a block made by EP #N freed by EP #N", ())
     assert other.defect != source.defect
+
+
+def test_the_overhead_benchmark_times_copies_and_runs_through_the_layer(
+    testbed_library: Path,
+) -> None:
+    from bench.layer_overhead import per_call
+
+    timed = per_call("testbed[layer]", 50)
+    assert set(timed) == {"copy_us", "run_us"} and all(v > 0 for v in timed.values())
