@@ -51,8 +51,11 @@ def test_a_campaign_behind_the_layer_finds_r1_by_its_owners(
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "racefuzz", "run", "--target", "testbed[layer]", "--seconds", "20"]
-        + ["--no-corpus", "--no-shrink", "--no-dashboard", "--jobs", "1", "--out", str(tmp_path)],
+        [
+            *(sys.executable, "-m", "racefuzz", "run", "--target", "testbed[layer]"),
+            *("--seconds", "20", "--no-corpus", "--no-shrink", "--no-dashboard", "--jobs", "1"),
+            *("--out", str(tmp_path)),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -9,6 +9,7 @@ onnxruntime and `base`/`protocol`, and `repro.py` embeds it.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,6 +85,17 @@ def thread_options(so: Any, profile: Profile) -> None:
         so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
     if profile.inter_op_threads is not None and not _global_pools_set:
         so.inter_op_num_threads = profile.inter_op_threads
+
+
+def intra_op_pool_size(profile: Profile) -> int:
+    """How many threads a session of `profile` computes with: what the profile (or, under
+    global pools, the first profile that set them) asked for, else ORT's default of one per
+    physical core (counted here as the cores this process may use)."""
+    asked = _global_pools_set[0][0] if _global_pools_set else profile.intra_op_threads or 0
+    if asked:
+        return asked
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return len(usable) if usable else os.cpu_count() or 1
 
 
 def follow_global_pools(so: Any) -> bool:
