@@ -3,8 +3,8 @@
 `run-run`: two sessions of onnxruntime-ep-webgpu (over lavapipe, through racefuzz's forwarding
 library, as `racefuzz setup webgpu-cpu` left them) run `tiny` at once from two threads;
 `copy-run`: one session runs while another thread reads a device value uploaded before (an
-env-level `copy_tensors` to the host), checked byte for byte. A fresh process per trial; a trial fails
-when the process dies, a call raises or a copy comes back changed. It shows that what a
+env-level `copy_tensors` to the host), checked byte for byte. A fresh process per trial; a
+trial fails when the process dies, a call raises or a copy comes back changed. It shows that what a
 webgpu-cpu campaign reports is the EP's own, not racefuzz's harness.
 
     python -m bench.webgpu_plain_race [--trials 10] [--race run-run|copy-run]
