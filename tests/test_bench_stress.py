@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from bench.stress import MAX_SESSIONS, MAX_VALUES, Pools, finding_of, run_stress
 from racefuzz.targets.registry import load_target
 
@@ -57,6 +59,7 @@ def test_outcomes_become_findings_only_for_errors_and_bad_data() -> None:
     assert error is not None and error["kind"] == "error"
 
 
+@pytest.mark.slow
 def test_stress_on_the_cpu_ep_makes_calls_and_finds_nothing() -> None:
     # Start-up counts against the time: under a CPU hog it took 3.5 s, all of a 3 s stress.
     result = run_stress(load_target("cpu"), seconds=8.0, seed=1, threads=2)

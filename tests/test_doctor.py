@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def doctor(target: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -24,6 +26,7 @@ def rows(stdout: str, *profiles: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_doctor_on_the_fixed_testbed_shows_its_device_memory_and_every_pair_working(
     testbed_library: Path,
 ) -> None:
@@ -46,6 +49,7 @@ def test_doctor_on_the_fixed_testbed_shows_its_device_memory_and_every_pair_work
     assert max(len(line) for line in proc.stdout.splitlines()) <= 100
 
 
+@pytest.mark.slow
 def test_doctor_names_a_profile_that_fails_alone(testbed_library: Path) -> None:
     proc = doctor("testbed:B6")  # the backend without an allocator hook breaks alone
     assert proc.returncode == 1
@@ -58,6 +62,7 @@ def test_doctor_names_a_profile_that_fails_alone(testbed_library: Path) -> None:
     assert "fail alone" in proc.stdout
 
 
+@pytest.mark.slow
 def test_doctor_on_ort_s_own_cpu_ep_needs_no_library() -> None:
     proc = doctor("cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -135,6 +140,7 @@ def run_n(config: Path, *command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_doctor_and_run_say_when_the_ep_computes_nothing_of_a_model(tmp_path: Path) -> None:
     # nxrt-ep-cpu takes every node of `tiny` and none of `conv`: ORT runs conv on its CPU EP.
     config = nxrt_config(tmp_path, '["tiny", "conv"]')

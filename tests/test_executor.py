@@ -111,6 +111,7 @@ def test_a_native_segfault_is_a_crash_with_every_threads_stack_and_the_steps_in_
     assert [o.step for o in r.outcomes][:3] == [0, 1, 2]  # what came before is kept
 
 
+@pytest.mark.slow
 def test_a_native_hang_is_a_hang_within_its_timeout_and_the_worker_is_killed(
     testbed_library: Path,
 ) -> None:

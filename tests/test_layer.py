@@ -27,6 +27,7 @@ def test_a_layered_spec_names_the_flavour_before_the_switches() -> None:
     assert layer.split_spec("webgpu-cpu") == ("webgpu-cpu", False)
 
 
+@pytest.mark.slow
 def test_the_layer_changes_no_outcome_of_the_seed_scenarios(testbed_library: Path) -> None:
     plain = Runner(load_target("testbed"), zygote=False)
     layered_target = load_target("testbed[layer]")
@@ -79,6 +80,7 @@ def test_an_ownership_bug_is_an_abi_finding_where_it_breaks_the_rule(
     assert abi and all(f.message.startswith(f"{check}: ") for f in abi), result.findings
 
 
+@pytest.mark.slow
 def test_doctor_of_a_real_cpu_ep_behind_the_layer_is_all_ok() -> None:
     import subprocess
     import sys

@@ -85,6 +85,7 @@ def assert_all_known_and_unshrunk(proc: subprocess.CompletedProcess[str], folder
     assert all(f["state"].startswith(f["status"]) for f in found), found  # then its notes
 
 
+@pytest.mark.slow
 def test_shrink_only_keeps_the_known_clusters_even_after_their_file_moved(folder: Path) -> None:
     data = findings_json(folder)
     assert data["known_clusters"] and Path(data["known_issues"]).is_file()
@@ -98,6 +99,7 @@ def test_shrink_only_keeps_the_known_clusters_even_after_their_file_moved(folder
     assert findings_json(folder)["shrink"] is False
 
 
+@pytest.mark.slow
 def test_an_option_given_again_overrides_the_campaigns_and_says_so(folder: Path) -> None:
     # --no-shrink is the campaign's own value: not an override, no line.
     proc = racefuzz("--resume", str(folder), "--seed", "7", "--seconds", "2", "--no-shrink")
@@ -113,6 +115,7 @@ def test_an_option_given_again_overrides_the_campaigns_and_says_so(folder: Path)
     assert all(f["verdict"] == "known" for f in data["findings"]), data["findings"]
 
 
+@pytest.mark.slow
 def test_a_folder_of_the_previous_release_resumes(folder: Path, tmp_path: Path) -> None:
     data = findings_json(folder)
     old = {key: data[key] for key in OLD_HEADER}

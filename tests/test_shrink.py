@@ -395,6 +395,7 @@ def test_a_campaign_shrink_takes_a_quarter_of_the_campaign_and_at_least_half_a_m
     assert campaign_cap(3600) == 900.0
 
 
+@pytest.mark.slow
 def test_a_failure_seen_once_counts_only_when_need_is_one_and_there_is_no_recheck() -> None:
     pattern, expected = CASES["B3"]
     original = noisy(pattern, seed=5)
