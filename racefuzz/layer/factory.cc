@@ -1,5 +1,7 @@
 // The proxy OrtEpFactory: forwards every call; wraps the EPs, allocators, data transfers and
 // streams the real factory makes; and learns each EP's backend from its session's options.
+#include <cctype>
+#include <cstdio>
 #include <string>
 #include <vector>
 

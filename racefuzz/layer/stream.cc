@@ -52,7 +52,11 @@ OrtStatus* ORT_API_CALL RunEndImpl(OrtSyncStreamImpl* s) noexcept {
 }
 
 void ORT_API_CALL NoteReleaseImpl(OrtSyncNotificationImpl* n) noexcept {
-  Note(n)->real->Release(Note(n)->real);
+  // ORT makes one per wait between streams and never touches it after its Release: the proxy
+  // goes with it (unlike the others, which stay to report a use after release).
+  ProxyNotification* p = Note(n);
+  p->real->Release(p->real);
+  delete p;
 }
 
 OrtStatus* ORT_API_CALL ActivateImpl(OrtSyncNotificationImpl* n) noexcept {
@@ -87,7 +91,6 @@ ProxyNotification::ProxyNotification(OrtSyncNotificationImpl* real_note, ProxySt
   Activate = real->Activate != nullptr ? ActivateImpl : nullptr;
   WaitOnDevice = real->WaitOnDevice != nullptr ? WaitDeviceImpl : nullptr;
   WaitOnHost = real->WaitOnHost != nullptr ? WaitHostImpl : nullptr;
-  Remember(this);
 }
 
 }  // namespace rflayer
