@@ -35,6 +35,7 @@ from racefuzz.report.repro_template import TEMPLATE
 from racefuzz.schedule.json_io import to_json_obj
 from racefuzz.schedule.model import Schedule
 from racefuzz.schedule.op_table import Op
+from racefuzz.targets import layer
 from racefuzz.targets.model import Target
 from racefuzz.worker import WORKER_BUG_EXIT
 
@@ -84,6 +85,12 @@ def repro_source(
         "BY_OVERLAP": repr(target.cluster_by == "overlap"),
         "PROFILES": literal(json.dumps(profiles, indent=1)),
         "RECORDED": repr({name: str(target.library(name).path) for name in libraries}),
+        # Behind racefuzz's EP-ABI layer: what the layer stands in front of, for --no-layer.
+        "BEHIND": repr(
+            {name: str(layer.unwrap(target).library(name).path) for name in libraries}
+            if target.layer
+            else {}
+        ),
         "ENV": literal(json.dumps(repro_env(target), indent=1)),
         "TRACE": repr(target.trace_envs()),
         "WORKER_BUG_EXIT": repr(WORKER_BUG_EXIT),

@@ -233,7 +233,11 @@ def parse_libraries(args):
         if len(LIBRARIES) > 1 or len(args.paths) > 1:
             raise Usage(f"give each EP library as --library NAME=PATH ({', '.join(LIBRARIES)})")
         named[LIBRARIES[0]] = args.paths[0]
+    if args.no_layer and not BEHIND:
+        raise Usage("--no-layer: this bundle did not run behind racefuzz's EP-ABI layer")
     for name in LIBRARIES:
+        if name not in named and args.no_layer:
+            named[name] = BEHIND[name]  # what the layer stood in front of
         if name not in named and os.path.isfile(RECORDED[name]):
             named[name] = RECORDED[name]  # the library racefuzz ran, still where it was
         if name not in named:
@@ -270,6 +274,9 @@ def main(argv):
     parser.add_argument("--seed", type=int, default=SEED, help="seed of the random inputs")
     parser.add_argument("--parallel", type=int, default=1, metavar="N",
                         help="replays at once (a GPU race may need the load a campaign had)")
+    parser.add_argument("--no-layer", action="store_true",
+                        help="replay the libraries racefuzz's EP-ABI layer stood in front of, "
+                        "without it (no abi checks)")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)
     try:
         args = parser.parse_args(argv)
@@ -308,7 +315,8 @@ def main(argv):
 
         def one(n):  # one replay in its own process, with its own trace file
             run_env, trace = dict(env), None
-            names = [name for name in TRACE if name not in os.environ]
+            names = [name for name in TRACE if name not in os.environ
+                     and not (args.no_layer and name == "RACEFUZZ_LAYER_REPORT")]
             if names:
                 trace = os.path.join(tmp, f"trace{n}.jsonl")
                 run_env.update(dict.fromkeys(names, trace))
@@ -353,6 +361,7 @@ PROFILES = json.loads(@@PROFILES@@)
 # The EP libraries the schedule registers, by the name its steps use, and where racefuzz
 # found each: the default path.
 RECORDED = @@RECORDED@@
+BEHIND = @@BEHIND@@  # behind racefuzz's EP-ABI layer: the library it stood in front of
 LIBRARIES = list(RECORDED)
 TARGET_ENV = json.loads(@@ENV@@)
 # The variables that name a replay's trace file: the testbed's white-box trace (`misroute`
