@@ -58,3 +58,5 @@ def test_a_layered_target_reads_back_layered(tmp_path: Path, testbed_library: Pa
     assert "layer = true" in text and str(testbed_library) in text
     config.write_text(text)
     assert load_target("my-ep", config) == layered
+    # `[layer]` on a target layered already is that target, never a layer in front of a layer.
+    assert load_target("my-ep[layer]", config) == layered

@@ -67,6 +67,8 @@ def wrap(target: Target, backend_option: str = "", name: str | None = None) -> T
     with `[layer]`). `backend_option` names the provider option whose value is an EP
     instance's backend (the testbed's `profile`); without one, every instance of an EP is one
     backend."""
+    if target.layer:
+        return target  # `layer = true` in racefuzz.toml and `[layer]` on the command line
     name = layered_name(target.name) if name is None else name
     built = library(f"target '{name}'")
     env = dict(target.env)
