@@ -162,3 +162,17 @@ def test_a_layered_bundles_repro_replays_with_the_layer_or_without_it(
     # Without the layer the same calls still fail black-box (R1's backend error), but nothing
     # tells the owners apart: the abi finding is not shown.
     assert plain.returncode == 0 and plain.stdout.splitlines()[-1] == "reproduced 0/2", plain.stdout
+
+
+def test_a_layer_configured_in_front_of_itself_is_refused_not_a_recursion() -> None:
+    import subprocess
+    import sys
+
+    built = layer.library("this test")
+    code = (
+        f"import onnxruntime as ort\nort.register_execution_provider_library('x', {str(built)!r})\n"
+    )
+    env = {**__import__("os").environ, layer.env_name("x"): f"library={built}"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1
+    assert "RACEFUZZ_LAYER_X names the layer itself, not the EP library behind it" in proc.stderr

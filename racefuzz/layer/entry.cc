@@ -92,6 +92,10 @@ extern "C" OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base
     dlclose(reg->handle);
     return Fail(base, reg->library + " is not an EP library (no CreateEpFactories)");
   }
+  if (create == &CreateEpFactories) {  // the layer in front of itself would recurse forever
+    dlclose(reg->handle);
+    return Fail(base, var + " names the layer itself, not the EP library behind it");
+  }
   OrtStatus* status =
       create(name, LayerApiBase(base), logger, factories, max_factories, num_factories);
   if (status != nullptr) return status;
