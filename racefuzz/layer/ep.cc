@@ -70,27 +70,28 @@ OrtStatus* ORT_API_CALL RunEndImpl(OrtEp* e, const OrtRunOptions* options, bool 
 OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEp* e, const OrtMemoryInfo* memory_info,
                                             OrtAllocator** allocator) noexcept {
   auto* p = Self(e);
-  *allocator = nullptr;
-  OrtAllocator* real = nullptr;
-  OrtStatus* status = p->real->CreateAllocator(p->real, memory_info, &real);
-  if (status != nullptr || real == nullptr) return status;
+  OrtStatus* status = Wrapped<ProxyAllocator>(
+      allocator,
+      [&](OrtAllocator** real) { return p->real->CreateAllocator(p->real, memory_info, real); },
+      p->owner, p->factory->scope);
+  if (*allocator == nullptr) return status;
+  OrtAllocator* real = static_cast<ProxyAllocator*>(*allocator)->real;
   if (auto first = Ownership::Get().SharedWith(real, p->owner))
     Report("shared-object", "CreateAllocator",
            "the allocator made for " + p->owner.Describe() + " is the one made for " +
                first->Describe());
-  *allocator = new ProxyAllocator(real, p->owner, p->factory->scope);
-  return nullptr;
+  return status;
 }
 
 OrtStatus* ORT_API_CALL CreateStreamImpl(OrtEp* e, const OrtMemoryDevice* device,
                                          OrtSyncStreamImpl** stream) noexcept {
   auto* p = Self(e);
-  *stream = nullptr;
-  OrtSyncStreamImpl* real = nullptr;
-  OrtStatus* status = p->real->CreateSyncStreamForDevice(p->real, device, &real);
-  if (status != nullptr || real == nullptr) return status;
-  *stream = new ProxyStream(real, p->owner, DeviceKey(device));
-  return nullptr;
+  return Wrapped<ProxyStream>(
+      stream,
+      [&](OrtSyncStreamImpl** real) {
+        return p->real->CreateSyncStreamForDevice(p->real, device, real);
+      },
+      p->owner, DeviceKey(device));
 }
 
 const char* ORT_API_CALL CompatImpl(OrtEp* e, const OrtGraph* graph) noexcept {

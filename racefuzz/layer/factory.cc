@@ -120,12 +120,12 @@ OrtStatus* ORT_API_CALL CreateAllocatorImpl(OrtEpFactory* f, const OrtMemoryInfo
                                             const OrtKeyValuePairs* options,
                                             OrtAllocator** allocator) noexcept {
   auto* p = Self(f);
-  *allocator = nullptr;
-  OrtAllocator* real = nullptr;
-  OrtStatus* status = p->real->CreateAllocator(p->real, memory_info, options, &real);
-  if (status != nullptr || real == nullptr) return status;
-  *allocator = new ProxyAllocator(real, Owner{}, p->scope);
-  return nullptr;
+  return Wrapped<ProxyAllocator>(
+      allocator,
+      [&](OrtAllocator** real) {
+        return p->real->CreateAllocator(p->real, memory_info, options, real);
+      },
+      Owner{}, p->scope);
 }
 
 void ORT_API_CALL ReleaseAllocatorImpl(OrtEpFactory* f, OrtAllocator* allocator) noexcept {
@@ -165,12 +165,12 @@ OrtStatus* ORT_API_CALL CreateSyncStreamImpl(OrtEpFactory* f, const OrtMemoryDev
                                              const OrtKeyValuePairs* options,
                                              OrtSyncStreamImpl** stream) noexcept {
   auto* p = Self(f);
-  *stream = nullptr;
-  OrtSyncStreamImpl* real = nullptr;
-  OrtStatus* status = p->real->CreateSyncStreamForDevice(p->real, device, options, &real);
-  if (status != nullptr || real == nullptr) return status;
-  *stream = new ProxyStream(real, Owner{}, DeviceKey(device));
-  return nullptr;
+  return Wrapped<ProxyStream>(
+      stream,
+      [&](OrtSyncStreamImpl** real) {
+        return p->real->CreateSyncStreamForDevice(p->real, device, options, real);
+      },
+      Owner{}, DeviceKey(device));
 }
 
 OrtStatus* ORT_API_CALL IncompatibilityImpl(OrtEpFactory* f, const OrtHardwareDevice* hw,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layer.h"
@@ -75,6 +76,17 @@ struct ProxyNotification : OrtSyncNotificationImpl {
   ProxyStream* stream;
   ProxyNotification(OrtSyncNotificationImpl* real, ProxyStream* stream);
 };
+
+// Calls `make(&real)` (the real object's creation); where it made one, `*out` is a new `Proxy`
+// of it built from `args`. The shape of every callback that creates an ABI object.
+template <class Proxy, class Real, class Make, class... Args>
+OrtStatus* Wrapped(Real** out, Make make, Args&&... args) {
+  *out = nullptr;
+  Real* real = nullptr;
+  OrtStatus* status = make(&real);
+  if (status == nullptr && real != nullptr) *out = new Proxy(real, std::forward<Args>(args)...);
+  return status;
+}
 
 // The real object behind what ORT hands the EP back (SyncStream_GetImpl, KernelInfo_GetEp,
 // CreateEpDevice's factory), or the pointer itself when it is not one of the layer's proxies.

@@ -33,12 +33,10 @@ OrtStatus* ORT_API_CALL NotificationImpl(OrtSyncStreamImpl* s,
                                          OrtSyncNotificationImpl** notification) noexcept {
   auto* p = Self(s);
   Alive(p, "CreateNotification");
-  *notification = nullptr;
-  OrtSyncNotificationImpl* real = nullptr;
-  OrtStatus* status = p->real->CreateNotification(p->real, &real);
-  if (status != nullptr || real == nullptr) return status;
-  *notification = new ProxyNotification(real, p);
-  return nullptr;
+  return Wrapped<ProxyNotification>(
+      notification,
+      [&](OrtSyncNotificationImpl** real) { return p->real->CreateNotification(p->real, real); },
+      p);
 }
 
 OrtStatus* ORT_API_CALL FlushImpl(OrtSyncStreamImpl* s) noexcept {
