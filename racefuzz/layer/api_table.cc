@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "entry.h"
+#include "kernel.h"
 #include "proxies.h"
 
 namespace rflayer {
@@ -78,6 +79,7 @@ const OrtApi* ORT_API_CALL GetApiImpl(uint32_t version) noexcept {
     ep_copy->CreateEpDevice = CreateEpDeviceImpl;
     ep_copy->KernelInfo_GetEp = KernelInfoGetEpImpl;
     ep_copy->SyncStream_GetImpl = SyncStreamGetImplImpl;
+    ep_copy->KernelRegistry_AddKernel = AddKernel;  // each kernel made is wrapped (kernel.cc)
     reinterpret_cast<OrtApi*>(t.api)->GetEpApi = GetEpApiImpl;
   }
   return reinterpret_cast<const OrtApi*>(t.api);

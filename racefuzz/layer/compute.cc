@@ -1,5 +1,6 @@
 // The proxy OrtNodeComputeInfo: checks each device input of a Compute against the EP that
 // compiled the node, then forwards.
+#include "kernel.h"
 #include "proxies.h"
 
 namespace rflayer {
@@ -16,6 +17,17 @@ OrtStatus* ORT_API_CALL CreateStateImpl(OrtNodeComputeInfo* c, OrtNodeComputeCon
 OrtStatus* ORT_API_CALL ComputeImpl(OrtNodeComputeInfo* c, void* state,
                                     OrtKernelContext* context) noexcept {
   auto* p = Self(c);
+  CheckInputs(context, p->ep->owner, "Compute");
+  return p->real->Compute(p->real, state, context);
+}
+
+void ORT_API_CALL ReleaseStateImpl(OrtNodeComputeInfo* c, void* state) noexcept {
+  Self(c)->real->ReleaseState(Self(c)->real, state);
+}
+
+}  // namespace
+
+void CheckInputs(OrtKernelContext* context, const Owner& owner, const char* call) {
   size_t inputs = 0;
   OrtStatus* status = g_api.ort->KernelContext_GetInputCount(context, &inputs);
   if (status != nullptr) {
@@ -29,16 +41,9 @@ OrtStatus* ORT_API_CALL ComputeImpl(OrtNodeComputeInfo* c, void* state,
       g_api.ort->ReleaseStatus(status);
       continue;
     }
-    CheckValue(value, p->ep->owner, false, "Compute", "an input");
+    CheckValue(value, owner, false, call, "an input");
   }
-  return p->real->Compute(p->real, state, context);
 }
-
-void ORT_API_CALL ReleaseStateImpl(OrtNodeComputeInfo* c, void* state) noexcept {
-  Self(c)->real->ReleaseState(Self(c)->real, state);
-}
-
-}  // namespace
 
 ProxyComputeInfo::ProxyComputeInfo(OrtNodeComputeInfo* real_info, ProxyEp* owner_ep)
     : OrtNodeComputeInfo{}, real(real_info), ep(owner_ep) {
