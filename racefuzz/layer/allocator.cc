@@ -70,13 +70,13 @@ ProxyAllocator::ProxyAllocator(OrtAllocator* real_allocator, Owner o, std::strin
       id(Ownership::Get().NewId()) {
   const uint32_t v = real->version;
   version = Declared(v);
-  Alloc = real->Alloc != nullptr ? AllocImpl : nullptr;
-  Free = real->Free != nullptr ? FreeImpl : nullptr;
-  Info = real->Info != nullptr ? InfoImpl : nullptr;
-  Reserve = v >= 18 && real->Reserve != nullptr ? ReserveImpl : nullptr;
-  GetStats = v >= kV23 && real->GetStats != nullptr ? StatsImpl : nullptr;
-  AllocOnStream = v >= kV23 && real->AllocOnStream != nullptr ? AllocOnStreamImpl : nullptr;
-  Shrink = v >= kV25 && real->Shrink != nullptr ? ShrinkImpl : nullptr;
+  RF_WIRE(Alloc, AllocImpl, 1);
+  RF_WIRE(Free, FreeImpl, 1);
+  RF_WIRE(Info, InfoImpl, 1);
+  RF_WIRE(Reserve, ReserveImpl, 18);
+  RF_WIRE(GetStats, StatsImpl, kV23);
+  RF_WIRE(AllocOnStream, AllocOnStreamImpl, kV23);
+  RF_WIRE(Shrink, ShrinkImpl, kV25);
   const OrtMemoryInfo* info = real->Info != nullptr ? real->Info(real) : nullptr;
   device = info != nullptr ? DeviceKey(g_api.ep->MemoryInfo_GetMemoryDevice(info)) : "none";
   Remember(this);

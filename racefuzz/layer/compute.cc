@@ -47,10 +47,11 @@ void CheckInputs(OrtKernelContext* context, const Owner& owner, const char* call
 
 ProxyComputeInfo::ProxyComputeInfo(OrtNodeComputeInfo* real_info, ProxyEp* owner_ep)
     : OrtNodeComputeInfo{}, real(real_info), ep(owner_ep) {
-  ort_version_supported = Declared(real->ort_version_supported);
-  CreateState = real->CreateState != nullptr ? CreateStateImpl : nullptr;
-  Compute = real->Compute != nullptr ? ComputeImpl : nullptr;
-  ReleaseState = real->ReleaseState != nullptr ? ReleaseStateImpl : nullptr;
+  const uint32_t v = real->ort_version_supported;
+  ort_version_supported = Declared(v);
+  RF_WIRE(CreateState, CreateStateImpl, kV23);
+  RF_WIRE(Compute, ComputeImpl, kV23);
+  RF_WIRE(ReleaseState, ReleaseStateImpl, kV23);
   Remember(this);
 }
 

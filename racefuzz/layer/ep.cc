@@ -157,33 +157,31 @@ ProxyEp::ProxyEp(OrtEp* real_ep, ProxyFactory* f, Owner o, std::string dev)
     : OrtEp{}, real(real_ep), factory(f), owner(std::move(o)), device(std::move(dev)) {
   const uint32_t v = real->ort_version_supported;
   ort_version_supported = Declared(v);
-#define RF_SET(field, impl, since) field = (v >= (since) && real->field != nullptr) ? impl : nullptr
-  RF_SET(GetName, GetNameImpl, kV22);
-  RF_SET(GetCapability, GetCapabilityImpl, kV23);
-  RF_SET(Compile, CompileImpl, kV23);
-  RF_SET(ReleaseNodeComputeInfos, ReleaseInfosImpl, kV23);
-  RF_SET(GetPreferredDataLayout, LayoutImpl, kV23);
-  RF_SET(ShouldConvertDataLayoutForOp, ConvertImpl, kV23);
-  RF_SET(SetDynamicOptions, DynamicImpl, kV23);
-  RF_SET(OnRunStart, RunStartImpl, kV23);
-  RF_SET(OnRunEnd, RunEndImpl, kV23);
-  RF_SET(CreateAllocator, CreateAllocatorImpl, kV23);
-  RF_SET(CreateSyncStreamForDevice, CreateStreamImpl, kV23);
-  RF_SET(GetCompiledModelCompatibilityInfo, CompatImpl, kV23);
-  RF_SET(GetKernelRegistry, KernelsImpl, kV24);
-  RF_SET(IsConcurrentRunSupported, ConcurrentImpl, kV24);
-  RF_SET(Sync, SyncImpl, kV25);
-  RF_SET(CreateProfiler, ProfilerImpl, kV25);
-  RF_SET(IsGraphCaptureEnabled, CaptureEnabledImpl, kV26);
-  RF_SET(IsGraphCaptured, CapturedImpl, kV26);
-  RF_SET(ReplayGraph, ReplayImpl, kV26);
-  RF_SET(GetGraphCaptureNodeAssignmentPolicy, PolicyImpl, kV26);
-  RF_SET(GetAvailableResource, ResourceImpl, kV26);
-  RF_SET(OnSessionInitializationEnd, InitEndImpl, kV27);
-  RF_SET(GetDefaultMemoryDevice, DefaultDeviceImpl, kV27);
-  RF_SET(ReleaseCapturedGraph, ReleaseCapturedImpl, kV27);
-  RF_SET(GetWeightlessSupport, WeightlessImpl, kV29);
-#undef RF_SET
+  RF_WIRE(GetName, GetNameImpl, kV22);
+  RF_WIRE(GetCapability, GetCapabilityImpl, kV23);
+  RF_WIRE(Compile, CompileImpl, kV23);
+  RF_WIRE(ReleaseNodeComputeInfos, ReleaseInfosImpl, kV23);
+  RF_WIRE(GetPreferredDataLayout, LayoutImpl, kV23);
+  RF_WIRE(ShouldConvertDataLayoutForOp, ConvertImpl, kV23);
+  RF_WIRE(SetDynamicOptions, DynamicImpl, kV23);
+  RF_WIRE(OnRunStart, RunStartImpl, kV23);
+  RF_WIRE(OnRunEnd, RunEndImpl, kV23);
+  RF_WIRE(CreateAllocator, CreateAllocatorImpl, kV23);
+  RF_WIRE(CreateSyncStreamForDevice, CreateStreamImpl, kV23);
+  RF_WIRE(GetCompiledModelCompatibilityInfo, CompatImpl, kV23);
+  RF_WIRE(GetKernelRegistry, KernelsImpl, kV24);
+  RF_WIRE(IsConcurrentRunSupported, ConcurrentImpl, kV24);
+  RF_WIRE(Sync, SyncImpl, kV25);
+  RF_WIRE(CreateProfiler, ProfilerImpl, kV25);
+  RF_WIRE(IsGraphCaptureEnabled, CaptureEnabledImpl, kV26);
+  RF_WIRE(IsGraphCaptured, CapturedImpl, kV26);
+  RF_WIRE(ReplayGraph, ReplayImpl, kV26);
+  RF_WIRE(GetGraphCaptureNodeAssignmentPolicy, PolicyImpl, kV26);
+  RF_WIRE(GetAvailableResource, ResourceImpl, kV26);
+  RF_WIRE(OnSessionInitializationEnd, InitEndImpl, kV27);
+  RF_WIRE(GetDefaultMemoryDevice, DefaultDeviceImpl, kV27);
+  RF_WIRE(ReleaseCapturedGraph, ReleaseCapturedImpl, kV27);
+  RF_WIRE(GetWeightlessSupport, WeightlessImpl, kV29);
   Remember(this);
 }
 

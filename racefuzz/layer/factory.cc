@@ -229,28 +229,26 @@ ProxyFactory::ProxyFactory(OrtEpFactory* real_factory, Registration* registratio
     : OrtEpFactory{}, real(real_factory), reg(registration), scope(registration->library) {
   const uint32_t v = real->ort_version_supported;
   ort_version_supported = Declared(v);
-#define RF_SET(field, impl, since) field = (v >= (since) && real->field != nullptr) ? impl : nullptr
-  RF_SET(GetName, GetNameImpl, kV22);
-  RF_SET(GetVendor, GetVendorImpl, kV22);
-  RF_SET(GetSupportedDevices, GetSupportedDevicesImpl, kV22);
-  RF_SET(CreateEp, CreateEpImpl, kV22);
-  RF_SET(ReleaseEp, ReleaseEpImpl, kV22);
-  RF_SET(GetVendorId, GetVendorIdImpl, kV23);
-  RF_SET(GetVersion, GetVersionImpl, kV23);
-  RF_SET(ValidateCompiledModelCompatibilityInfo, ValidateImpl, kV23);
-  RF_SET(CreateAllocator, CreateAllocatorImpl, kV23);
-  RF_SET(ReleaseAllocator, ReleaseAllocatorImpl, kV23);
-  RF_SET(CreateDataTransfer, CreateDataTransferImpl, kV23);
-  RF_SET(IsStreamAware, IsStreamAwareImpl, kV23);
-  RF_SET(CreateSyncStreamForDevice, CreateSyncStreamImpl, kV23);
-  RF_SET(GetHardwareDeviceIncompatibilityDetails, IncompatibilityImpl, kV24);
-  RF_SET(CreateExternalResourceImporterForDevice, ImporterImpl, kV24);
-  RF_SET(GetNumCustomOpDomains, NumDomainsImpl, kV24);
-  RF_SET(GetCustomOpDomains, DomainsImpl, kV24);
-  RF_SET(InitGraphicsInterop, InitInteropImpl, kV25);
-  RF_SET(DeinitGraphicsInterop, DeinitInteropImpl, kV25);
-  RF_SET(SelectBestModelCandidate, SelectImpl, kV28);
-#undef RF_SET
+  RF_WIRE(GetName, GetNameImpl, kV22);
+  RF_WIRE(GetVendor, GetVendorImpl, kV22);
+  RF_WIRE(GetSupportedDevices, GetSupportedDevicesImpl, kV22);
+  RF_WIRE(CreateEp, CreateEpImpl, kV22);
+  RF_WIRE(ReleaseEp, ReleaseEpImpl, kV22);
+  RF_WIRE(GetVendorId, GetVendorIdImpl, kV23);
+  RF_WIRE(GetVersion, GetVersionImpl, kV23);
+  RF_WIRE(ValidateCompiledModelCompatibilityInfo, ValidateImpl, kV23);
+  RF_WIRE(CreateAllocator, CreateAllocatorImpl, kV23);
+  RF_WIRE(ReleaseAllocator, ReleaseAllocatorImpl, kV23);
+  RF_WIRE(CreateDataTransfer, CreateDataTransferImpl, kV23);
+  RF_WIRE(IsStreamAware, IsStreamAwareImpl, kV23);
+  RF_WIRE(CreateSyncStreamForDevice, CreateSyncStreamImpl, kV23);
+  RF_WIRE(GetHardwareDeviceIncompatibilityDetails, IncompatibilityImpl, kV24);
+  RF_WIRE(CreateExternalResourceImporterForDevice, ImporterImpl, kV24);
+  RF_WIRE(GetNumCustomOpDomains, NumDomainsImpl, kV24);
+  RF_WIRE(GetCustomOpDomains, DomainsImpl, kV24);
+  RF_WIRE(InitGraphicsInterop, InitInteropImpl, kV25);
+  RF_WIRE(DeinitGraphicsInterop, DeinitInteropImpl, kV25);
+  RF_WIRE(SelectBestModelCandidate, SelectImpl, kV28);
   Remember(this);
   MapFactory(real, this);
 }

@@ -46,11 +46,12 @@ OrtStatus* ORT_API_CALL SharedPrePackImpl(OrtKernelImpl* k, const void* const* b
 
 ProxyKernel::ProxyKernel(OrtKernelImpl* real_kernel, Owner o)
     : OrtKernelImpl{}, real(real_kernel), owner(std::move(o)) {
-  ort_version_supported = Declared(real->ort_version_supported);
-  Compute = real->Compute != nullptr ? ComputeImpl : nullptr;
-  Release = real->Release != nullptr ? ReleaseImpl : nullptr;
-  PrePackWeight = real->PrePackWeight != nullptr ? PrePackImpl : nullptr;
-  SetSharedPrePackedWeight = real->SetSharedPrePackedWeight != nullptr ? SharedPrePackImpl : nullptr;
+  const uint32_t v = real->ort_version_supported;
+  ort_version_supported = Declared(v);
+  RF_WIRE(Compute, ComputeImpl, kV24);
+  RF_WIRE(Release, ReleaseImpl, kV24);
+  RF_WIRE(PrePackWeight, PrePackImpl, kV24);
+  RF_WIRE(SetSharedPrePackedWeight, SharedPrePackImpl, kV24);
 }
 
 // What the EP registered for one kernel: kept for the registry's life (never freed).

@@ -32,6 +32,12 @@ constexpr uint32_t kV22 = 22, kV23 = 23, kV24 = 24, kV25 = 25, kV26 = 26, kV27 =
 
 inline uint32_t Declared(uint32_t real) { return real < ORT_API_VERSION ? real : ORT_API_VERSION; }
 
+// In a proxy's constructor, with the real object `real` and its declared version `v` in scope:
+// the proxy's `field` is `impl` where the real object has that field (added at or before `v`,
+// and set), else null, as ORT expects of an absent function.
+#define RF_WIRE(field, impl, since) \
+  field = (v >= (since) && real->field != nullptr) ? impl : nullptr
+
 // The OS thread id, as Python's threading.get_native_id() gives it.
 uint64_t ThreadId();
 

@@ -73,22 +73,24 @@ OrtStatus* ORT_API_CALL WaitHostImpl(OrtSyncNotificationImpl* n) noexcept {
 
 ProxyStream::ProxyStream(OrtSyncStreamImpl* real_stream, Owner o, std::string dev)
     : OrtSyncStreamImpl{}, real(real_stream), owner(std::move(o)), device(std::move(dev)) {
-  ort_version_supported = Declared(real->ort_version_supported);
-  Release = real->Release != nullptr ? ReleaseImpl : nullptr;
-  GetHandle = real->GetHandle != nullptr ? HandleImpl : nullptr;
-  CreateNotification = real->CreateNotification != nullptr ? NotificationImpl : nullptr;
-  Flush = real->Flush != nullptr ? FlushImpl : nullptr;
-  OnSessionRunEnd = real->OnSessionRunEnd != nullptr ? RunEndImpl : nullptr;
+  const uint32_t v = real->ort_version_supported;
+  ort_version_supported = Declared(v);
+  RF_WIRE(Release, ReleaseImpl, kV23);
+  RF_WIRE(GetHandle, HandleImpl, kV23);
+  RF_WIRE(CreateNotification, NotificationImpl, kV23);
+  RF_WIRE(Flush, FlushImpl, kV23);
+  RF_WIRE(OnSessionRunEnd, RunEndImpl, kV23);
   Remember(this);
 }
 
 ProxyNotification::ProxyNotification(OrtSyncNotificationImpl* real_note, ProxyStream* s)
     : OrtSyncNotificationImpl{}, real(real_note), stream(s) {
-  ort_version_supported = Declared(real->ort_version_supported);
-  Release = real->Release != nullptr ? NoteReleaseImpl : nullptr;
-  Activate = real->Activate != nullptr ? ActivateImpl : nullptr;
-  WaitOnDevice = real->WaitOnDevice != nullptr ? WaitDeviceImpl : nullptr;
-  WaitOnHost = real->WaitOnHost != nullptr ? WaitHostImpl : nullptr;
+  const uint32_t v = real->ort_version_supported;
+  ort_version_supported = Declared(v);
+  RF_WIRE(Release, NoteReleaseImpl, kV23);
+  RF_WIRE(Activate, ActivateImpl, kV23);
+  RF_WIRE(WaitOnDevice, WaitDeviceImpl, kV23);
+  RF_WIRE(WaitOnHost, WaitHostImpl, kV23);
 }
 
 }  // namespace rflayer

@@ -40,10 +40,11 @@ OrtStatus* ORT_API_CALL CopyTensorsImpl(OrtDataTransferImpl* d, const OrtValue**
 
 ProxyDataTransfer::ProxyDataTransfer(OrtDataTransferImpl* real_transfer, Owner o)
     : OrtDataTransferImpl{}, real(real_transfer), owner(std::move(o)) {
-  ort_version_supported = Declared(real->ort_version_supported);
-  Release = real->Release != nullptr ? ReleaseImpl : nullptr;
-  CanCopy = real->CanCopy != nullptr ? CanCopyImpl : nullptr;
-  CopyTensors = real->CopyTensors != nullptr ? CopyTensorsImpl : nullptr;
+  const uint32_t v = real->ort_version_supported;
+  ort_version_supported = Declared(v);
+  RF_WIRE(Release, ReleaseImpl, kV23);
+  RF_WIRE(CanCopy, CanCopyImpl, kV23);
+  RF_WIRE(CopyTensors, CopyTensorsImpl, kV23);
   Remember(this);
 }
 
