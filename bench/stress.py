@@ -40,7 +40,7 @@ from racefuzz.judge.outcome import Finding
 from racefuzz.schedule.model import Op
 from racefuzz.strategies.base import OP_WEIGHTS, SMALLEST_MODEL_BIAS
 from racefuzz.targets import models
-from racefuzz.targets.model import Target
+from racefuzz.targets.model import TRACE_ENV, Target
 from racefuzz.targets.registry import load_target
 
 REPO = Path(__file__).resolve().parent.parent
@@ -287,7 +287,7 @@ def run_stress(
     seen: list[Seen] = []
     ops = runs = 0
     env = {**os.environ, **target.env}
-    env.pop("RACEFUZZ_TESTBED_TRACE", None)  # no white-box trace: stress is black-box
+    env.pop(TRACE_ENV, None)  # no white-box trace: stress is black-box
     while (left := seconds - (time.monotonic() - t0)) > 0.05:
         job = job_for(target, left, seed + runs, threads)
         runs += 1

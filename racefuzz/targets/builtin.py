@@ -33,7 +33,6 @@ from racefuzz.targets.model import Library, Profile, Target
 from racefuzz.targets.models import DEFAULT_MODELS as BUILTIN_MODELS
 from racefuzz.targets.sanitizer import runtime as checked_runtime
 
-TRACE_ENV = "RACEFUZZ_TESTBED_TRACE"
 TESTBED_EP = "RacefuzzTestbed"
 AMD_VENDOR_ID = 0x1002
 NXRT_EP = "cpu_ep"
