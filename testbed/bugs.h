@@ -34,9 +34,12 @@ enum class Bug : int {
   kProgramsFreedOnLastRelease = 18,  // B18: the last ReleaseEp frees what the next CreateEp uses
   kPoolIndexLatched = 19,            // B19: the block check's pool index exists for one backend only
   kReleaseDestroysContext = 20,      // B20: any ReleaseEp destroys its backend's shared context
+  // Not a seed behaviour: a window a Python thread can hardly aim at (the layer's scheduling
+  // points can): another session's CreateEp or ReleaseEp between a run's start and its Compute.
+  kPipelinesFlushedMidRun = 21,  // B21: CreateEp/ReleaseEp flush pipelines a run in flight holds
 };
 
-inline constexpr int kBugCount = 20;
+inline constexpr int kBugCount = 21;
 
 bool Enabled(Bug bug);
 

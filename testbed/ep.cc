@@ -103,6 +103,10 @@ struct ComputeInfo : OrtNodeComputeInfo {
 std::mutex g_launches_mutex;
 std::unordered_map<int64_t, uint64_t> g_launches;
 
+// The pipeline cache's epoch, process-wide: every CreateEp and ReleaseEp flushes the cache (to pick
+// up the new session's options, to drop the old one's pipelines) and bumps it.
+std::atomic<uint64_t> g_pipeline_epoch{0};
+
 void CountLaunch(int64_t session) {
   // B9 (not a seed behaviour): the table is updated without its lock, "because it is only
   // statistics". Two sessions computing at once insert into it together: a rehash under another
@@ -139,9 +143,11 @@ TestbedEp::TestbedEp(TestbedFactory& factory, Backend* backend, Backend* allocat
   OnRunStart = OnRunStartImpl;
   OnRunEnd = OnRunEndImpl;
   factory_.Ref();
+  g_pipeline_epoch.fetch_add(1);
 }
 
 TestbedEp::~TestbedEp() {
+  g_pipeline_epoch.fetch_add(1);
   stream_.reset();  // the streams ORT released before this hold the only queues
   factory_.Unref();
 }
@@ -234,7 +240,9 @@ OrtStatus* ORT_API_CALL TestbedEp::SyncImpl(OrtEp* this_ptr) noexcept {
 
 OrtStatus* ORT_API_CALL TestbedEp::OnRunStartImpl(OrtEp* this_ptr, const OrtRunOptions* /*run_options*/) noexcept {
   TESTBED_API_BEGIN
-  EnterRun(static_cast<TestbedEp*>(this_ptr)->session_);
+  auto* self = static_cast<TestbedEp*>(this_ptr);
+  EnterRun(self->session_);
+  self->run_epoch_.store(g_pipeline_epoch.load());  // the run's pipelines are looked up here
   return nullptr;
   TESTBED_API_END
 }
@@ -310,6 +318,10 @@ OrtStatus* TestbedEp::Compute(const std::shared_ptr<const Program>& program, Ort
       break;
   }
 
+  // B21: the pipelines this run looked up at OnRunStart were flushed by another session's
+  // CreateEp or ReleaseEp since; the stale handles launch nothing, and the outputs keep their
+  // fill. A window of microseconds between a run's start and its Compute.
+  if (Enabled(Bug::kPipelinesFlushedMidRun) && g_pipeline_epoch.load() != run_epoch_.load()) return nullptr;
   RETURN_IF_ERROR(devices::CheckLaunch(*backend, session_, device_, inputs, outputs));
   RETURN_IF_ERROR(LaunchOnStream(*backend, program, inputs, outputs, context));
   CountLaunch(session_);

@@ -7,6 +7,7 @@
 // that reintroduce shared or per-thread state do it here (B4, B5, B6, B7) or in the factory (B8).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,7 @@ class TestbedEp : public OrtEp {
   size_t peers_at_creation_ = 0;
   int label_device_ = 0;
   int device_ = 0;
+  std::atomic<uint64_t> run_epoch_{0};  // the pipeline epoch at this session's last OnRunStart
 };
 
 }  // namespace testbed

@@ -1,6 +1,7 @@
 // The proxy OrtNodeComputeInfo: checks each device input of a Compute against the EP that
 // compiled the node, then forwards.
 #include "kernel.h"
+#include "holds.h"
 #include "proxies.h"
 
 namespace rflayer {
@@ -18,7 +19,10 @@ OrtStatus* ORT_API_CALL ComputeImpl(OrtNodeComputeInfo* c, void* state,
                                     OrtKernelContext* context) noexcept {
   auto* p = Self(c);
   CheckInputs(context, p->ep->owner, "Compute");
-  return p->real->Compute(p->real, state, context);
+  HoldAt(p->ep->owner.session, Point::kCompute);
+  OrtStatus* status = p->real->Compute(p->real, state, context);
+  HoldAt(p->ep->owner.session, Point::kComputeEnd);
+  return status;
 }
 
 void ORT_API_CALL ReleaseStateImpl(OrtNodeComputeInfo* c, void* state) noexcept {

@@ -1,5 +1,6 @@
 // The proxy OrtEp: forwards every call; wraps the node compute infos, allocators and streams
 // the real EP makes, each owned by this EP instance.
+#include "holds.h"
 #include "proxies.h"
 #include "report.h"
 
@@ -59,11 +60,14 @@ OrtStatus* ORT_API_CALL DynamicImpl(OrtEp* e, const char* const* keys, const cha
 
 OrtStatus* ORT_API_CALL RunStartImpl(OrtEp* e, const OrtRunOptions* options) noexcept {
   Alive(Self(e), "OnRunStart");
-  return Self(e)->real->OnRunStart(Self(e)->real, options);
+  OrtStatus* status = Self(e)->real->OnRunStart(Self(e)->real, options);
+  HoldAt(Self(e)->owner.session, Point::kRunStart);  // "between OnRunStart and Compute"
+  return status;
 }
 
 OrtStatus* ORT_API_CALL RunEndImpl(OrtEp* e, const OrtRunOptions* options, bool sync) noexcept {
   Alive(Self(e), "OnRunEnd");
+  HoldAt(Self(e)->owner.session, Point::kRunEnd);
   return Self(e)->real->OnRunEnd(Self(e)->real, options, sync);
 }
 

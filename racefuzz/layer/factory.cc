@@ -65,6 +65,21 @@ std::string BackendOf(ProxyFactory* p, const OrtSessionOptions* options) {
   return key + "=" + value;
 }
 
+// The schedule's name for the session (`racefuzz.session`, set by racefuzz's worker): what a
+// scheduling point is armed for. "" outside racefuzz.
+std::string SessionTag(const OrtSessionOptions* options) {
+  char value[128] = {0};
+  size_t size = sizeof value;
+  int has = 0;
+  if (options == nullptr ||
+      g_api.ort->HasSessionConfigEntry(options, "racefuzz.session", &has) != nullptr || !has)
+    return "";
+  OrtStatus* status = g_api.ort->GetSessionConfigEntry(options, "racefuzz.session", value, &size);
+  if (status == nullptr) return value;
+  g_api.ort->ReleaseStatus(status);
+  return "";
+}
+
 OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* f, const OrtHardwareDevice* const* devices,
                                      const OrtKeyValuePairs* const* ep_metadata_pairs,
                                      size_t num_devices, const OrtSessionOptions* session_options,
@@ -77,7 +92,7 @@ OrtStatus* ORT_API_CALL CreateEpImpl(OrtEpFactory* f, const OrtHardwareDevice* c
   if (status != nullptr || real == nullptr) return status;
   std::string device = num_devices > 0 ? HardwareKey(devices[0]) : "none";
   std::string backend = BackendOf(p, session_options);
-  Owner owner{Ownership::Get().Created(p->scope, backend), backend};
+  Owner owner{Ownership::Get().Created(p->scope, backend), backend, SessionTag(session_options)};
   auto* proxy = new ProxyEp(real, p, owner, device);
   p->Made(proxy);
   SetJustCreated(proxy);

@@ -3,6 +3,7 @@
 // that its Compute's device inputs are checked against the EP whose session made it.
 #include "kernel.h"
 
+#include "holds.h"
 #include "report.h"
 
 namespace rflayer {
@@ -20,7 +21,10 @@ ProxyKernel* Self(OrtKernelImpl* k) { return static_cast<ProxyKernel*>(k); }
 OrtStatus* ORT_API_CALL ComputeImpl(OrtKernelImpl* k, OrtKernelContext* context) noexcept {
   auto* p = Self(k);
   CheckInputs(context, p->owner, "Compute");
-  return p->real->Compute(p->real, context);
+  HoldAt(p->owner.session, Point::kCompute);
+  OrtStatus* status = p->real->Compute(p->real, context);
+  HoldAt(p->owner.session, Point::kComputeEnd);
+  return status;
 }
 
 void ORT_API_CALL ReleaseImpl(OrtKernelImpl* k) noexcept {

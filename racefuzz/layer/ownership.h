@@ -29,6 +29,7 @@ namespace rflayer {
 struct Owner {
   uint64_t ep = 0;      // 0: the factory (no session)
   std::string backend;  // "" when unknown
+  std::string session;  // the schedule's name for the EP's session (scheduling points)
   std::string Describe() const;
 };
 

@@ -1,5 +1,6 @@
 // The proxy OrtDataTransferImpl: checks every device value of a copy against the instance's
 // owner (a session's EP, or the factory for the environment's), then forwards.
+#include "holds.h"
 #include "proxies.h"
 #include "report.h"
 
@@ -33,6 +34,7 @@ OrtStatus* ORT_API_CALL CopyTensorsImpl(OrtDataTransferImpl* d, const OrtValue**
     CheckValue(src[i], p->owner, factory_level, "CopyTensors", "the source");
     CheckValue(dst[i], p->owner, factory_level, "CopyTensors", "the destination");
   }
+  HoldAt(p->owner.session, Point::kCopy);
   return p->real->CopyTensors(p->real, src, dst, streams, n);
 }
 

@@ -21,6 +21,7 @@ from racefuzz.worker import (
     base,
     env_api,
     handoff,
+    holds,
     lifeline,
     native_trace,
     ops,
@@ -98,6 +99,7 @@ def embedded_sources(native: bool) -> dict[str, str]:
         "BASE": base,
         "OPS": ops,
         "HANDOFF": handoff,
+        "HOLDS": holds,
         "RUNS": runs,
         "ENV_API": env_api,
     }

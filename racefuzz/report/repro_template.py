@@ -77,6 +77,7 @@ def child(job):
     load_module("racefuzz.worker.handoff", HANDOFF_SOURCE)
     load_module("racefuzz.worker.runs", RUNS_SOURCE)
     load_module("racefuzz.worker.env_api", ENV_API_SOURCE)
+    load_module("racefuzz.worker.holds", HOLDS_SOURCE)
     load_module("racefuzz.worker.ops", OPS_SOURCE)
     load_module("racefuzz.worker.sequencer", SEQUENCER_SOURCE)
     load_module("racefuzz.worker.lifeline", LIFELINE_SOURCE)
@@ -386,11 +387,12 @@ JUDGE_SOURCES = {
 # racefuzz/worker/sequencer.py
 SEQUENCER_SOURCE = @@SEQUENCER@@
 
-# racefuzz/worker/protocol.py, base.py, handoff.py, runs.py, ops.py
+# racefuzz/worker/protocol.py, base.py, handoff.py, runs.py, holds.py, ops.py
 PROTOCOL_SOURCE = @@PROTOCOL@@
 BASE_SOURCE = @@BASE@@
 HANDOFF_SOURCE = @@HANDOFF@@
 RUNS_SOURCE = @@RUNS@@
+HOLDS_SOURCE = @@HOLDS@@
 OPS_SOURCE = @@OPS@@
 
 # racefuzz/worker/env_api.py, and racefuzz/native/envapi.c where the schedule has `share` steps

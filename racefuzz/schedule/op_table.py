@@ -58,6 +58,8 @@ class Op(StrEnum):
     RUN_ASYNC = "run_async"
     TERMINATE = "terminate"
     SHARE = "share"
+    HOLD = "hold"
+    RESUME = "resume"
 
 
 class Subject(StrEnum):
@@ -75,6 +77,9 @@ class Effect(StrEnum):
     USES = "uses"  # alive before and after (or, for a profile, just a name of the space)
     ENDS = "ends"  # alive before, gone after
 
+
+# The layer's scheduling points (racefuzz/layer/holds.h), as a `hold` step's mode names them.
+HOLD_POINTS = ("run-start", "compute", "compute-end", "copy", "run-end")
 
 # Fields a step may carry beyond thread, op, group and jitter_us, in JSON order.
 NAME_FIELDS = ("library", "session", "profile", "model", "value", "mode", "peer")
@@ -310,8 +315,32 @@ SPECS: Mapping[Op, OpSpec] = {
             weight=0.5,
             doctor=True,
         ),
+        # Scheduling points of the EP-ABI layer (racefuzz/worker/holds.py): only a layered
+        # target offers them (`strategies.space`); elsewhere a hold is a skipped step.
+        OpSpec(
+            Op.HOLD,
+            "arm a point of the layer: the session's next thread to reach it parks there",
+            _SES,
+            _USES,
+            ("session",),
+            modes=HOLD_POINTS,
+            mode_required=True,
+            mode_weights={"compute": 2.0, "run-start": 2.0},
+            weight=0.8,
+        ),
+        OpSpec(
+            Op.RESUME,
+            "release the session's parked threads and wait for their steps",
+            _SES,
+            _USES,
+            ("session",),
+            weight=0.6,
+        ),
     )
 }
+
+# Ops only a target with the EP-ABI layer offers.
+LAYER_OPS = frozenset({Op.HOLD, Op.RESUME})
 
 # Ops every space must offer: a schedule opens with a `register`, and nothing runs without a
 # session (see `strategies.space`).

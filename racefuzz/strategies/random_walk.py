@@ -4,7 +4,9 @@ Each schedule gets a random thread count and length. It starts with a `register`
 thread; then each step goes to a random thread and is a weighted draw among the steps enabled
 there (op kinds by `OP_WEIGHTS`, uniform within a kind). Now and then the walk lays down an overlap
 group instead of one step: a few steps on distinct threads released together, most often creates
-of different profiles (concurrent construction, B8) or a create beside runs and copies.
+of different profiles (concurrent construction, B8) or a create beside runs and copies. On a target
+with the EP-ABI layer it also lays down held windows (`held_window`): a run parked at a scheduling
+point while other threads work.
 
 The walk is the baseline the other strategies are measured against, and the engine under swarm
 testing, PCT's programs and the mutator's fallback. It does not learn from results.
@@ -26,6 +28,7 @@ from racefuzz.strategies.base import (
     pick,
     with_jitter,
 )
+from racefuzz.strategies.held_window import HOLD_RATE, propose_held_window
 from racefuzz.strategies.space import Space
 
 GROUP_RATE = 0.12  # chance, before each step, of laying down an overlap group instead
@@ -78,6 +81,12 @@ def walk(
     state = State(n)
     state.apply(with_jitter(first_register(space, n, rng), space, rng))
     while len(state.steps) < length:
+        if Op.HOLD in space.ops and rng.random() < HOLD_RATE:
+            window = propose_held_window(state, space, rng, room=length - len(state.steps))
+            for s in window:
+                state.apply(s)
+            if window:
+                continue
         if space.groups and n > 1 and rng.random() < group_rate:
             group = propose_group(state, space, rng, room=length - len(state.steps))
             if group:

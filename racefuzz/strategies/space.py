@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from racefuzz.errors import RacefuzzError
 from racefuzz.schedule import contract
 from racefuzz.schedule.model import Op, Schedule
-from racefuzz.schedule.op_table import REQUIRED_OPS
+from racefuzz.schedule.op_table import LAYER_OPS, REQUIRED_OPS
 from racefuzz.schedule.rules import RULE_SETS, Rules, RuleSet, check_schedule
 from racefuzz.targets.model import Target
 
@@ -152,4 +152,5 @@ def space_for(
         max_threads=max_threads,
         lifecycle=lifecycle,
         allow_misuse=allow_misuse,
+        ops=frozenset(Op) if target.layer else frozenset(Op) - LAYER_OPS,
     )

@@ -83,9 +83,9 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
         if result.internal:  # later steps would run on a racefuzz that is known to be wrong
             internal_failure(channel, result.internal)
 
-    slots = [Slot(s["thread"], s.get("group"), int(s.get("jitter_us", 0))) for s in steps]
+    slots = [slot_of(s) for s in steps]
     channel.send({"ev": "ready"})
-    Sequencer(slots, int(schedule["threads"]), run_step).run()
+    Sequencer(slots, int(schedule["threads"]), run_step, holds=runtime.holds).run()
     # Teardown is one more step (index len(steps)): a native crash while freeing what the
     # schedule left alive, e.g. after an unregister, must be attributed to something.
     faulthandler.dump_traceback_later(step_timeout, exit=False, file=sys.stderr)
@@ -93,6 +93,18 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     channel.send({"ev": "done", "step": len(steps), **runtime.teardown().to_json()})
     faulthandler.cancel_dump_traceback_later()
     channel.send({"ev": "end"})
+
+
+def slot_of(step: Mapping[str, Any]) -> Slot:
+    op = step["op"]
+    return Slot(
+        step["thread"],
+        step.get("group"),
+        int(step.get("jitter_us", 0)),
+        session=step.get("session"),
+        arms=op == "hold",
+        resumes=op == "resume",
+    )
 
 
 def internal_failure(channel: Channel, text: str) -> NoReturn:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from racefuzz.worker import env_api, handoff, runs
+from racefuzz.worker import env_api, handoff, holds, runs
 from racefuzz.worker.base import (
     ATOL,
     COPY_SHAPE,
@@ -90,6 +90,7 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
         self.terminate_armed: set[str] = set()
         self._lock = threading.Lock()  # guards the dicts; ORT calls run outside it
         self._references: dict[str, Any] = {}
+        self.holds = holds.find(self.libraries.values())  # scheduling points, with the layer
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -203,6 +204,7 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
     def op_create(self, index: int, step: Mapping[str, Any]) -> StepResult:
         profile = self.profiles[step["profile"]]
         so = ort.SessionOptions()
+        so.add_session_config_entry(holds.SESSION_CONFIG_KEY, step["session"])
         handoff.thread_options(so, profile)
         for k, v in profile.session_config.items():
             so.add_session_config_entry(k, v)
@@ -288,6 +290,16 @@ class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
             nodes = [f"{n.op_type} {n.name}".strip() for n in sub.get_nodes()]
             taken.setdefault(str(sub.ep_name), []).extend(nodes)
         return taken
+
+    def op_hold(self, index: int, step: Mapping[str, Any]) -> StepResult:
+        if self.holds is None:
+            return StepResult.skip(Skip.UNSUPPORTED, "scheduling points need the EP-ABI layer")
+        self.holds.arm(step["session"], step["mode"])
+        return StepResult()
+
+    def op_resume(self, index: int, step: Mapping[str, Any]) -> StepResult:
+        # The sequencer has released the session's parked threads and waited for their steps.
+        return StepResult()
 
     def op_release(self, index: int, step: Mapping[str, Any]) -> StepResult:
         with self._lock:
