@@ -6,6 +6,7 @@ Only presentation lives here: nothing in this module runs a schedule or decides 
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from racefuzz.execute.replay import ReplaySummary
@@ -26,7 +27,7 @@ def timeline(schedule: Schedule) -> Table:
         cells = [""] * schedule.threads
         mark = f" [overlap {s.group}]" if s.group is not None else ""
         jitter = f" (+{s.jitter_us}µs)" if s.jitter_us else ""
-        cells[s.thread] = s.describe() + mark + jitter
+        cells[s.thread] = escape(s.describe() + mark + jitter)  # `[compute]` is no markup
         table.add_row(str(i), *cells)
     return table
 
@@ -36,7 +37,7 @@ def outcome_table(result: RunResult) -> Table:
     for col in ("#", "thread", "step", "result", "ms"):
         table.add_column(col, justify="right" if col in ("#", "ms") else "left")
     in_flight = set(result.in_flight)
-    rows = [(i, str(s.thread), s.describe()) for i, s in enumerate(result.schedule.steps)]
+    rows = [(i, str(s.thread), escape(s.describe())) for i, s in enumerate(result.schedule.steps)]
     n = len(result.schedule.steps)
     if result.outcome(n) is not None or n in in_flight:
         rows.append((n, "0", "teardown (drop what is left alive)"))
@@ -47,11 +48,11 @@ def outcome_table(result: RunResult) -> Table:
             ms = ""
         else:
             if not o.ok:
-                status = f"[red]error[/]: {o.message[:100]}"
+                status = f"[red]error[/]: {escape(o.message[:100])}"
             elif o.skipped:
-                status = f"[dim]skipped: {o.detail}[/]"
+                status = f"[dim]skipped: {escape(o.detail)}[/]"
             elif o.check is not None and o.check != "ok":
-                status = f"[red]{o.check}[/]: {o.detail}"
+                status = f"[red]{o.check}[/]: {escape(o.detail)}"
             else:
                 status = "[green]ok[/]"
             ms = f"{o.ms:.1f}"
@@ -68,7 +69,7 @@ def findings_table(findings: list[Finding], counts: dict[str, int], times: int) 
             f"[red]{f.kind}[/]",
             f.op,
             ",".join(f.profiles),
-            f.message,
+            escape(f.message),
             "-" if f.step is None else str(f.step),
             f"{counts.get(f.signature, 0)}/{times}",
             "[magenta]API misuse[/]" if f.misuse else ORIGIN_LABEL.get(f.origin, f.origin),
