@@ -34,7 +34,7 @@ from racefuzz.campaign import store as campaign_store
 from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
 from racefuzz.campaign.state import AloneUnderOverlap, CampaignState, FindingRecord
-from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue
+from racefuzz.campaign.tasks import BASELINE, SHRINK, Lending, TaskQueue
 from racefuzz.errors import InternalError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
@@ -54,7 +54,11 @@ OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, e
 TASK_SETTLE_S = 10.0
 PERSIST_TICKS = 10  # of the half-second monitor: findings.json is rewritten every 5 s
 
-ShrinkHook = Callable[[FindingRecord, Schedule, RunResult, "Launcher | None"], None]
+# (cluster, schedule to shrink, its failing run, the slot's launcher, what lends the slot to
+# fuzzing between candidates)
+ShrinkHook = Callable[
+    [FindingRecord, Schedule, RunResult, "Launcher | None", "Callable[[], float] | None"], None
+]
 
 
 class Campaign:
@@ -225,6 +229,34 @@ class Campaign:
                 self._tasks.fuzz_s += time.monotonic() - t0
             self._record(result, str(source))
 
+    def _lend_slot(self, launcher: Launcher | None, account: Lending) -> float:
+        """Between a shrink's candidates, in its thread: fuzz in this slot while the shrink has
+        had more than its share of it (`tasks.SHRINK_SHARE`), so that new schedules keep coming
+        while clusters shrink, with one job too. Returns the seconds lent."""
+        t0 = time.monotonic()
+        while self._fuzzing and not self._stopping and account.owed():
+            try:
+                schedule, source = trio.from_thread.run_sync(self._next_fuzz)
+            except (trio.RunFinishedError, trio.Cancelled):
+                break
+            if schedule is None:
+                break
+            t1 = time.monotonic()
+            result = self._execute(schedule, launcher)  # LauncherClosed ends the shrink too
+            account.lent += time.monotonic() - t1
+            try:
+                trio.from_thread.run_sync(self._record, result, source)
+            except (trio.RunFinishedError, trio.Cancelled):
+                break
+        spent = time.monotonic() - t0
+        self._tasks.lent(spent)
+        return spent
+
+    def _next_fuzz(self) -> tuple[Schedule | None, str]:
+        schedule = self.strategy.next_schedule()
+        source = getattr(self.strategy, "last_source", None) or self.strategy.name
+        return schedule, str(source)
+
     def internal_error(self, text: str) -> None:
         """Keep racefuzz's own traceback and stop: results of a broken tool are not trusted."""
         self.state.internal_errors.append(text)
@@ -368,7 +400,14 @@ class Campaign:
             # A retried shrink's bundle, one a cut-short shrink left, or a cluster's own that a
             # duplicate's better one replaced: once no cluster lists it, it goes.
             before = self._bundles()
-            hook(rec, start(), rec.smallest_result, launcher)
+            account = Lending()
+            hook(
+                rec,
+                start(),
+                rec.smallest_result,
+                launcher,
+                lambda: self._lend_slot(launcher, account),
+            )
             self.state.mark_duplicate(rec)
             for gone in before - self._bundles():
                 shutil.rmtree(gone, ignore_errors=True)

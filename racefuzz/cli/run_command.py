@@ -207,7 +207,11 @@ def make_shrink_hook(
     """
 
     def hook(
-        record: FindingRecord, schedule: Schedule, failing: RunResult, launcher: Launcher | None
+        record: FindingRecord,
+        schedule: Schedule,
+        failing: RunResult,
+        launcher: Launcher | None,
+        between: Callable[[], float] | None = None,
     ) -> None:
         run_s = max(failing.seconds, 1e-3)
         given = budget is not None
@@ -231,6 +235,7 @@ def make_shrink_hook(
             best_path=record.best_path,
             found=record.smallest,
             parallel=parallel,
+            between=between,
         )
         k, n = result.reproduction
         if reproducer(record):

@@ -84,6 +84,7 @@ def shrink_to_bundle(
     on_progress: Callable[[ShrinkEvent], None] | None = None,
     found: Schedule | None = None,
     parallel: int = 1,
+    between: Callable[[], float] | None = None,
 ) -> tuple[ShrinkResult, Path]:
     """Shrink `schedule` and write its bundle; the bundle's original is `found` when given (a
     resumed shrink starts from the best schedule of the one cut short, not from the finding)."""
@@ -111,6 +112,7 @@ def shrink_to_bundle(
         # Under overlap clustering the replays must fail as this finding did, not merely after
         # an overlap: another cluster's failure is that cluster's evidence.
         symptom=finding.symptom if finding.overlap else None,
+        between=between,
     )
     # A shrink that blamed an earlier overlap group (`shrink._blame_earlier`) made a schedule of
     # that group's race: the bundle and its repro.py judge replays by that group's shape.

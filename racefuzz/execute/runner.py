@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher, RunOptions
+from racefuzz.execute.hang_limit import HangLimit
 from racefuzz.execute.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.execute.zygote_pool import available as zygote_available
 from racefuzz.judge.outcome import RunResult
@@ -27,6 +28,8 @@ class Runner:
     options: RunOptions = field(default_factory=RunOptions)
     zygote: bool = True  # fork workers where the target allows it (`--spawn` turns it off)
     _closed: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    # Shared by every copy (`dataclasses.replace` passes it on): one target, one judgement.
+    hang_limit: HangLimit = field(default_factory=HangLimit, compare=False, repr=False)
 
     @property
     def forks(self) -> bool:
@@ -46,9 +49,14 @@ class Runner:
     def run(self, schedule: Schedule, launcher: Launcher | None = None) -> RunResult:
         if self._closed.is_set():
             raise LauncherClosed("the command has ended")
-        result = executor.run(self.target, schedule, self.options, launcher=launcher)
+        options = self.options
+        limit = self.hang_limit.step_timeout(options.step_timeout)
+        if limit < options.step_timeout:
+            options = replace(options, step_timeout=limit)
+        result = executor.run(self.target, schedule, options, launcher=launcher)
         if self._closed.is_set():
             raise LauncherClosed("the command ended while the schedule ran")
+        self.hang_limit.observe(result)
         return result
 
     def through(self, launcher: Launcher | None) -> Callable[[Schedule], RunResult]:

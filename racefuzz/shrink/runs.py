@@ -85,6 +85,7 @@ class Runs:
         confirm_replays: int,
         parallel: int = 1,
         symptom: str | None = None,
+        between: Callable[[], float] | None = None,
     ) -> None:
         if parallel < 1:
             raise ValueError(f"parallel must be at least 1, not {parallel}")
@@ -97,6 +98,10 @@ class Runs:
         self.calls = self.batches = 0
         self.batch_seconds = 0.0  # wall time of the batches
         self.hit: RunResult | None = None  # the last failing run of the schedule under test
+        # Called before each batch: a campaign fuzzes in the slot for a while (`Campaign`). The
+        # seconds it took are not the shrink's: the deadline moves by as much.
+        self._between = between
+        self.yielded = 0.0
 
     @property
     def signature(self) -> str:
@@ -105,6 +110,9 @@ class Runs:
     @signature.setter
     def signature(self, cluster: str) -> None:  # an earlier overlap's race took the blame
         self.race.cluster = cluster
+
+    def lend(self, between: Callable[[], float] | None) -> None:
+        self._between = between
 
     def close(self) -> None:
         if self._pool is not None:
@@ -161,6 +169,10 @@ class Runs:
         """`n` runs at once; `Stop` instead once the deadline has passed (so a shrink ends at
         most one batch late) or, with `keep_reserve`, once the time left, at the mean batch time
         so far, no longer holds this batch and the confirmation replays."""
+        if self._between is not None:
+            spent = self._between()
+            self.yielded += spent
+            self.deadline += spent
         now = time.monotonic()
         if now >= self.deadline:
             raise Stop

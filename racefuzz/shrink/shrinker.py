@@ -88,6 +88,7 @@ def shrink(
     best_path: Path | None = None,
     parallel: int = 1,
     symptom: str | None = None,
+    between: Callable[[], float] | None = None,
 ) -> ShrinkResult:
     """Shrink `schedule` to a simpler one whose runs still show `signature` (a finding's
     signature, or its cluster key: then any member of the cluster counts). `symptom` (the
@@ -103,6 +104,8 @@ def shrink(
     a rare failure stretch the budget by as much, to at most `MAX_BUDGET_S` (or `budget_s`)
     and never past `budget_cap_s` (a campaign's share for one shrink, `campaign_cap`).
     `best_path`, when given, holds the best schedule so far as JSON, complete at every moment.
+    `between`, called before each batch of runs, lends the slot to other work (a campaign's
+    fuzzing) and returns the seconds it took, which do not count against the budget.
     Raises `ScheduleError` if `schedule` is not well-formed, `ValueError` for impossible replay
     counts.
     """
@@ -134,6 +137,7 @@ def shrink(
         parallel=parallel,
         symptom=symptom,
     )
+    shrinker.runs.lend(between)
     try:
         return shrinker.shrink()
     finally:
@@ -255,12 +259,12 @@ class _Shrinker:
             passes=tuple(PassStats(name, **vars(t)) for name, t in self.tallies.items()),
             candidates=self.candidates,
             calls=self.runs.calls,
-            seconds=time.monotonic() - self.started,
+            seconds=time.monotonic() - self.started - self.runs.yielded,
             one_minimal=one_minimal,
             reproduction=reproduction,
             measured=self.measured,
             check=self.check,
-            budget_s=self.runs.deadline - self.started,
+            budget_s=self.runs.deadline - self.started - self.runs.yielded,
             last_failure=self.last_failure,
             stopped=stopped,
             symptom=self.runs.symptom or "",
@@ -273,7 +277,7 @@ class _Shrinker:
         if self.budget_s is not None:
             stretched = self.budget_s * self.check[1] / n
             limit = min(max(self.budget_s, MAX_BUDGET_S), self.budget_cap_s)
-            self.runs.deadline = self.started + min(stretched, limit)
+            self.runs.deadline = self.started + self.runs.yielded + min(stretched, limit)
         if m:
             self.recheck = (k, replays_for(k, m, rate, max(m, self.max_replays)))
 
