@@ -245,12 +245,10 @@ def run(
     """Run `schedule` against `target` in a fresh worker; judged by the oracles.
 
     Every worker started is tracked until it ends, so `kill_all` can end a cancelled one.
-    `launcher` picks how the worker starts (default: spawn; see `zygote_pool`). A target built
-    with a sanitizer always spawns: its runtime must be preloaded, which a fork cannot do.
+    `launcher` picks how the worker starts (default: spawn; see `zygote_pool`, whose zygote a
+    sanitizer target's runtime is preloaded into).
     """
     options = options or RunOptions()
-    if target.sanitizer is not None:
-        launcher = _SPAWN
     job = json.dumps(job_for(target, schedule, options))
     with tempfile.TemporaryDirectory(prefix="racefuzz-run-") as tmp:
         trace_path = Path(tmp, "trace.jsonl") if target.trace_envs() else None

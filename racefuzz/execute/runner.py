@@ -41,7 +41,7 @@ class Runner:
         """A launcher for one job slot, which its caller closes; None: spawn each worker."""
         if not self.forks:
             return None
-        return ZygoteLauncher(single_threaded=self.target.sanitizer == "tsan")
+        return ZygoteLauncher(single_threaded=self.target.sanitizer == "thread")
 
     def close(self) -> None:
         """The command is ending (a campaign's deadline, Ctrl-C): a task abandoned in a thread
