@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import json
 import os
 import signal
@@ -69,6 +70,11 @@ def _report(request: dict[str, object]) -> None:
 def serve() -> None:
     if not os.environ.get(SINGLE_THREADED_ENV):
         from racefuzz.worker import main  # noqa: F401  (onnxruntime too: children inherit it)
+    # Everything imported so far lives as long as the zygote: out of every child's collections.
+    # A worker collects after each release and at teardown, and a full collection walked (and,
+    # writing its headers, copied page by page from the zygote) every imported object: 15 ms
+    # of a 25 ms register-only run (measured).
+    gc.freeze()
     out = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
