@@ -197,18 +197,22 @@ def measure(seconds: float, rounds: int, cores: int) -> list[Rate]:
 
 
 def rate_table(rates: list[Rate], cores: int) -> str:
+    """`of the limit`: runs/s per core against 1000 / (the schedule's own ms in steps), the rate
+    a worker that cost nothing beyond its steps would reach on one core."""
     lines = [
         "| path | jobs | runs | runs/s | runs/s per core | runs per CPU-second | "
-        "median ms per run | of which in steps |",
-        "|---|---|---|---|---|---|---|---|",
+        "median ms per run | of which in steps | of the limit |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rates:
         per_core = r.per_s / min(r.jobs, cores)
         bad = f" ({r.unclean} not clean)" if r.unclean else ""
-        in_steps = "-" if r.label == FLOOR else f"{stats.median(r.steps_ms):.0f}"
+        step_ms = stats.median(r.steps_ms) if r.label != FLOOR and r.steps_ms else 0.0
+        in_steps = "-" if r.label == FLOOR else f"{step_ms:.0f}"
+        share = f"{per_core * step_ms / 1000:.0%}" if step_ms > 0 else "-"
         lines.append(
             f"| {r.label} | {r.jobs} | {r.count}{bad} | {r.per_s:.1f} | {per_core:.1f} | "
-            f"{r.per_cpu_s:.1f} | {stats.median(r.latency_ms):.0f} | {in_steps} |"
+            f"{r.per_cpu_s:.1f} | {stats.median(r.latency_ms):.0f} | {in_steps} | {share} |"
         )
     return "\n".join(lines)
 
