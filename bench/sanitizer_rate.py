@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     b9 = campaign("testbed[tsan]:B9", 60, "--jobs", "2", "--no-shrink")
     found = [f["first_seen_s"] for f in b9["findings"] if f["kind"] == "tsan"]
     text = [
-        "# Sanitizer builds: campaign rate against the plain build",
+        "## Campaign rate against the plain build, with the sanitizer zygote",
         "",
         f"Measured {started}, onnxruntime {onnxruntime.__version__}, the 2-core machine, load "
         f"average {load:.1f} at the start; `python -m bench.sanitizer_rate --rounds "
@@ -90,7 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         + " (goal: within 60 s).",
         "",
     ]
-    RESULTS.write_text("\n".join(text), encoding="utf-8")
+    # Its own section of the results file (the sanitizers' campaigns are recorded above it).
+    before = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
+    kept = before.split(text[0])[0].rstrip()
+    RESULTS.write_text((kept + "\n\n" if kept else "") + "\n".join(text), encoding="utf-8")
     print("\n".join(text))
     return 0
 
