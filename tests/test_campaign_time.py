@@ -12,9 +12,9 @@ import pytest
 import trio
 
 from racefuzz.campaign.config import CampaignConfig
+from racefuzz.campaign.lending import SHRINK_SHARE
 from racefuzz.campaign.loop import Campaign
 from racefuzz.campaign.state import FindingRecord
-from racefuzz.campaign.tasks import SHRINK_SHARE
 from racefuzz.execute.executor import Launcher, RunOptions
 from racefuzz.execute.hang_limit import HANG_FLOOR_S
 from racefuzz.execute.runner import Runner

@@ -33,8 +33,9 @@ from racefuzz import strategies
 from racefuzz.campaign import store as campaign_store
 from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
+from racefuzz.campaign.lending import Lending, lend_slot
 from racefuzz.campaign.state import AloneUnderOverlap, CampaignState, FindingRecord
-from racefuzz.campaign.tasks import BASELINE, SHRINK, Lending, TaskQueue
+from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue
 from racefuzz.errors import InternalError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
@@ -230,25 +231,13 @@ class Campaign:
             self._record(result, str(source))
 
     def _lend_slot(self, launcher: Launcher | None, account: Lending) -> float:
-        """Between a shrink's candidates, in its thread: fuzz in this slot while the shrink has
-        had more than its share of it (`tasks.SHRINK_SHARE`), so that new schedules keep coming
-        while clusters shrink, with one job too. Returns the seconds lent."""
-        t0 = time.monotonic()
-        while self._fuzzing and not self._stopping and account.owed():
-            try:
-                schedule, source = trio.from_thread.run_sync(self._next_fuzz)
-            except (trio.RunFinishedError, trio.Cancelled):
-                break
-            if schedule is None:
-                break
-            t1 = time.monotonic()
-            result = self._execute(schedule, launcher)  # LauncherClosed ends the shrink too
-            account.lent += time.monotonic() - t1
-            try:
-                trio.from_thread.run_sync(self._record, result, source)
-            except (trio.RunFinishedError, trio.Cancelled):
-                break
-        spent = time.monotonic() - t0
+        spent = lend_slot(
+            account,
+            lambda: self._fuzzing and not self._stopping,
+            self._next_fuzz,
+            lambda schedule: self._execute(schedule, launcher),
+            self._record,
+        )
         self._tasks.lent(spent)
         return spent
 

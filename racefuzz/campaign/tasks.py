@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import heapq
 import threading
-import time
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -23,25 +22,6 @@ if TYPE_CHECKING:
 Task = Callable[["Launcher | None"], None]
 
 BASELINE, SHRINK = 0, 2  # priorities: a cluster's baseline before any shrink
-
-
-# While fuzzing has time left, a shrink keeps this share of its slot's time and lends the rest
-# to fuzzing between its candidates (`Campaign._lend_slot`): a campaign at one job no longer
-# stops finding while a cluster shrinks.
-SHRINK_SHARE = 0.4
-
-
-class Lending:
-    """One shrink's account of its slot: how long it has held it, how much it lent."""
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.lent = 0.0
-
-    def owed(self) -> bool:
-        """Whether fuzzing is owed time: the shrink has had more than its share."""
-        shrinking = time.monotonic() - self.started - self.lent
-        return self.lent < shrinking * (1 - SHRINK_SHARE) / SHRINK_SHARE
 
 
 class TaskQueue:
