@@ -16,10 +16,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import onnxruntime
+
+from bench.publish import moment, publish
 
 RESULTS = Path(__file__).resolve().parent / "results" / "campaign_time.md"
 WINDOW_S = 30.0
@@ -55,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             *("--seconds", str(args.seconds), "--jobs", str(args.jobs), "--no-corpus"),
             *("--no-dashboard", "--out", tmp),
         ]
-        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        load = os.getloadavg()[0]
+        started, load = moment()
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         lines = done.stdout.splitlines() + done.stderr.splitlines()
         (campaign,) = Path(tmp).iterdir()
@@ -81,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         *(f"| {k} | {o} | {s} |" for k, o, s in states),
         "",
     ]
-    RESULTS.write_text("\n".join(text), encoding="utf-8")
-    print("\n".join(text))
-    return 0
+    return publish(RESULTS, text)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,13 @@ that an arm finds it sooner than stress) and the Mann-Whitney p. Writes
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from pathlib import Path
 
 import onnxruntime
 
 from bench import stats
+from bench.publish import moment, publish
 from bench.time_to_bug import Bug, Trial, campaign_trial, stress_trial
 from racefuzz.judge.outcome import Finding
 
@@ -91,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--cap", type=float, default=30.0)
     args = ap.parse_args(argv)
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load = os.getloadavg()[0]
+    started, load = moment()
     trials: list[Trial] = []
     for seed in range(1, args.trials + 1):
         for arm in ARMS:
@@ -117,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "What each arm is: the module docstring of `bench/deep_bugs.py`.",
         "",
     ]
-    RESULTS.write_text("\n".join(text), encoding="utf-8")
-    print("\n".join(text))
-    return 0
+    return publish(RESULTS, text)
 
 
 if __name__ == "__main__":

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import onnxruntime
+
+from bench.publish import moment
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sanitizers.md"
 TARGETS = ("testbed", "testbed[asan]", "testbed[tsan]")
@@ -51,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=20.0)
     args = ap.parse_args(argv)
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load = os.getloadavg()[0]
+    started, load = moment()
     rates: dict[str, list[float]] = {}
     for _ in range(args.rounds):
         for target in TARGETS:
@@ -93,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     # Its own section of the results file (the sanitizers' campaigns are recorded above it).
     before = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
     kept = before.split(text[0])[0].rstrip()
-    RESULTS.write_text((kept + "\n\n" if kept else "") + "\n".join(text), encoding="utf-8")
-    print("\n".join(text))
-    return 0
+    return publish(RESULTS, [kept, "", *text] if kept else text)
 
 
 if __name__ == "__main__":
