@@ -23,7 +23,7 @@ from typing import Any
 
 import onnxruntime
 
-from bench.publish import moment
+from bench.publish import moment, publish
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sanitizers.md"
 TARGETS = ("testbed", "testbed[asan]", "testbed[tsan]")
