@@ -36,7 +36,7 @@ class Space:
     library_of: Mapping[str, str | None] = field(default_factory=dict)
     max_threads: int = 4
     max_steps: int = 24
-    ops: frozenset[Op] = frozenset(Op)
+    ops: frozenset[Op] = frozenset(Op) - LAYER_OPS  # hold/resume: a layered target only
     # Alive at once, as walks keep it; PCT's reordering and mutation may go a little over.
     max_sessions: int = 4
     max_values: int = 2  # device values alive at once
