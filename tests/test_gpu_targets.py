@@ -51,6 +51,21 @@ def test_a_gpu_target_without_its_package_is_one_line_and_exit_2(
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("target", ["cuda", "tensorrt"])
+def test_ort_gpu_targets_on_the_cpu_wheel_are_one_line_and_exit_2(
+    target: str, tmp_path: Path
+) -> None:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("onnxruntime-gpu is installed here")
+    done = racefuzz("doctor", "--target", target)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"racefuzz: error: target '{target}' needs onnxruntime-gpu in place of")
+    assert "pip uninstall -y onnxruntime" in line
+
+
 def test_a_library_named_by_package_resolves_through_get_library_path(tmp_path: Path) -> None:
     import nxrt_ep_cpu
 

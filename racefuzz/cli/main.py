@@ -29,10 +29,28 @@ def _add_target(p: argparse.ArgumentParser) -> None:
         "--target",
         default=None,
         help="testbed (the default), testbed:B3,B4 (bug switches), nxrt-cpu, webgpu-cpu, "
-        "openvino, ggml (after `racefuzz setup`), webgpu, nxrt-cuda, cpu, or a name in "
-        "racefuzz.toml; `run --resume` defaults to the campaign's own",
+        "openvino, ggml (after `racefuzz setup`), webgpu, nxrt-cuda, cuda, tensorrt, cpu, or a "
+        "name in racefuzz.toml; `run --resume` defaults to the campaign's own",
     )
     p.add_argument("--config", type=Path, default=None, help="target config (racefuzz.toml)")
+
+
+def _models_arg(text: str) -> str:
+    # Checked as parsed, made canonical (zoo expanded, paths absolute), so that a resume
+    # compares like with like; imported here only when the option is given.
+    from racefuzz.targets.models import chosen
+
+    return ",".join(chosen(text))
+
+
+def _add_models(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--models",
+        type=_models_arg,
+        default=None,
+        metavar="NAME,NAME",
+        help="replace the target's models: built-in names, zoo (every zoo model), .onnx paths",
+    )
 
 
 DESCRIPTION = (
@@ -69,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="fuzz a target for some seconds (the main job)")
     _add_target(run)
+    _add_models(run)
     _add_run_options(run)
     from racefuzz.cli.run_command import add_arguments
 
@@ -89,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="check a target: libraries, devices, copies, models")
     _add_target(doctor)
+    _add_models(doctor)
     _add_run_options(doctor)
     return parser
 

@@ -10,9 +10,9 @@
   write. It defines no provider options (it accepts and ignores any), so its two profiles differ
   only in ORT's intra-op thread count; two sessions of one EP is what routing bugs need anyway.
 - `cpu`: ORT's own CPUExecutionProvider, no library; a control that should never fail.
-- `webgpu`, `nxrt-cuda`: real GPU EPs from PyPI (`targets.gpu`); `webgpu-cpu`, `openvino`
-  (`openvino[as-intel]`), `ggml`: real EPs on any x86-64 Linux CPU, fetched by `racefuzz setup`
-  (`targets.cpu_eps`).
+- `webgpu`, `nxrt-cuda`, `cuda`, `tensorrt`: real GPU EPs from PyPI (`targets.gpu`);
+  `webgpu-cpu`, `openvino` (`openvino[as-intel]`), `ggml`: real EPs on any x86-64 Linux CPU,
+  fetched by `racefuzz setup` (`targets.cpu_eps`).
 
 Building the testbed library is not done here: `racefuzz.targets.testbed.library_path()` finds (or
 builds) it, and is called only when a testbed target is loaded.
@@ -70,6 +70,10 @@ def load(spec: str) -> Target:
         return gpu_targets.webgpu_target()
     if base == "nxrt-cuda":
         return gpu_targets.nxrt_cuda_target()
+    if base == "cuda":
+        return gpu_targets.cuda_target()
+    if base == "tensorrt":
+        return gpu_targets.tensorrt_target()
     if base == "webgpu-cpu":
         return cpu_eps.webgpu_cpu_target()
     if base == "openvino":

@@ -1,10 +1,16 @@
-"""Built-in targets for real GPU plugin EPs from PyPI: `webgpu` and `nxrt-cuda`.
+"""Built-in targets for real GPU EPs from PyPI: `webgpu`, `nxrt-cuda`, `cuda` and `tensorrt`.
 
 - `webgpu`: `onnxruntime-ep-webgpu` (Dawn; on Linux through Vulkan, so it needs the Vulkan loader
   `libvulkan.so.1` and a GPU whose driver provides Vulkan).
 - `nxrt-cuda`: `nxrt-ep-cuda` (CUDA 13; its runtime libraries come as `nvidia-*` wheels, found
   here and put on the workers' `LD_LIBRARY_PATH` before they start; the driver, `libcuda.so.1`,
   comes with the machine).
+
+- `cuda`, `tensorrt`: ORT's own CUDA and TensorRT EPs from `onnxruntime-gpu` (which replaces the
+  CPU `onnxruntime` wheel). Their provider libraries are registered as EP libraries: ORT wraps a
+  provider-bridge library in an `OrtEpFactory` (its automatic EP selection does the same), so
+  sessions get them through `add_provider_for_devices` and device memory, copies and streams go
+  through the same ABI as for a plugin EP. TensorRT also needs NVIDIA's TensorRT libraries.
 
 Each finds its library through its package's `get_library_path()`, and says in one line what is
 missing: the package, the loader, the driver. Whether a GPU is there is then preflight's question
@@ -29,7 +35,11 @@ NXRT_CUDA_EP = "cuda_ep"
 # Models each EP takes whole (every node on the GPU), as ORT's record of placement shows
 # (`racefuzz doctor`, bench/results/gpu.md).
 _WEBGPU_MODELS = ("tiny", "mlp", "wide", "eltwise")
-_NXRT_CUDA_MODELS = ("eltwise",)  # it takes no MatMul: the MLPs would run on ORT's CPU EP
+_NXRT_CUDA_MODELS = ("eltwise",)
+CUDA_EP = "CUDAExecutionProvider"
+# ORT's CUDA EP computes every op of the built-in models.
+_CUDA_MODELS = ("tiny", "mlp", "wide", "conv", "eltwise")
+TENSORRT_EP = "TensorrtExecutionProvider"  # it takes no MatMul: the MLPs would run on ORT's CPU EP
 # Measured (gpu.md): GPU float maths differs from ORT's CPU EP by reassociation and fused
 # multiply-add, well inside these; a routing or ordering bug is orders of magnitude beyond.
 _GPU_TOLERANCE = (1e-3, 1e-3)  # rtol, atol
@@ -132,5 +142,57 @@ def nxrt_cuda_target() -> Target:
         models=_NXRT_CUDA_MODELS,
         env=FrozenMap({"LD_LIBRARY_PATH": nvidia_library_path()}),
         aliases=FrozenMap({"dml": "cuda", "mgx": "cuda-b"}),
+        tolerance=_GPU_TOLERANCE,
+    )
+
+
+def ort_provider_library(ep: str, file: str, who: str) -> Path:
+    """A provider library of ORT's own GPU build (`onnxruntime-gpu`), beside its Python module;
+    one line when the installed onnxruntime is the CPU wheel."""
+    import onnxruntime as ort
+
+    path = Path(ort.__file__).parent / "capi" / file
+    if ep not in ort.get_available_providers() or not path.is_file():
+        raise RacefuzzError(
+            f"{who} needs onnxruntime-gpu in place of onnxruntime {ort.__version__} "
+            "(pip install -e '.[cuda]', then pip uninstall -y onnxruntime and "
+            "pip install --force-reinstall --no-deps 'onnxruntime-gpu>=1.31.1,<1.33')"
+        )
+    return path
+
+
+def cuda_target() -> Target:
+    who = "target 'cuda'"
+    path = ort_provider_library(CUDA_EP, "libonnxruntime_providers_cuda.so", who)
+    require_shared_library("libcuda.so.1", "an NVIDIA GPU and its driver", who)
+    return Target(
+        name="cuda",
+        description="onnxruntime-gpu's CUDA EP, registered as an EP library",
+        libraries=(Library("cuda", path),),
+        # The second profile takes ORT's other arena growth, so the two differ in how the
+        # device memory they share is carved up, as two applications' sessions would.
+        profiles=two_profiles("cuda", "cuda", CUDA_EP, arena_extend_strategy="kSameAsRequested"),
+        models=_CUDA_MODELS,
+        env=FrozenMap({"LD_LIBRARY_PATH": nvidia_library_path()}),
+        aliases=FrozenMap({"dml": "cuda", "mgx": "cuda-b"}),
+        tolerance=_GPU_TOLERANCE,
+    )
+
+
+def tensorrt_target() -> Target:
+    who = "target 'tensorrt'"
+    path = ort_provider_library(TENSORRT_EP, "libonnxruntime_providers_tensorrt.so", who)
+    require_shared_library("libcuda.so.1", "an NVIDIA GPU and its driver", who)
+    require_shared_library(
+        "libnvinfer.so.10", "NVIDIA TensorRT 10 (pip install tensorrt-cu13-libs)", who
+    )
+    return Target(
+        name="tensorrt",
+        description="onnxruntime-gpu's TensorRT EP, registered as an EP library",
+        libraries=(Library("tensorrt", path),),
+        profiles=two_profiles("trt", "tensorrt", TENSORRT_EP),
+        models=_CUDA_MODELS,
+        env=FrozenMap({"LD_LIBRARY_PATH": nvidia_library_path()}),
+        aliases=FrozenMap({"dml": "trt", "mgx": "trt-b"}),
         tolerance=_GPU_TOLERANCE,
     )

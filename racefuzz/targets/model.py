@@ -32,6 +32,8 @@ BUILTIN_TARGETS: tuple[str, ...] = (
     "cpu",
     "webgpu",
     "nxrt-cuda",
+    "cuda",
+    "tensorrt",
     "webgpu-cpu",
     "openvino",
     "ggml",
