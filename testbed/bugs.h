@@ -37,9 +37,11 @@ enum class Bug : int {
   // Not a seed behaviour: a window a Python thread can hardly aim at (the layer's scheduling
   // points can): another session's CreateEp or ReleaseEp between a run's start and its Compute.
   kPipelinesFlushedMidRun = 21,  // B21: CreateEp/ReleaseEp flush pipelines a run in flight holds
+  // Not a seed behaviour: a kept value a session reads in place, after public reports.
+  kUpdateOffStream = 22,  // B22: an upload into a written block goes to the copy engine
 };
 
-inline constexpr int kBugCount = 21;
+inline constexpr int kBugCount = 22;
 
 bool Enabled(Bug bug);
 

@@ -1,5 +1,7 @@
 #include "data_transfer.h"
 
+#include <cstring>
+
 #include "backends/backend.h"
 #include "devices.h"
 #include "factory.h"
@@ -103,7 +105,9 @@ OrtStatus* DataTransfer::CopyOne(const OrtValue* src, OrtValue* dst, OrtSyncStre
 
   RETURN_IF_ERROR(devices::CheckCopy(*backend, src, src_data, src_on_device, dst, dst_data, dst_on_device));
   SessionStream* session_stream = StreamImpl::SessionStreamOf(stream);
-  const CopyRoute route = RouteCopy(stream, session_, src_on_device, dst_on_device);
+  const bool queued_backend = std::strcmp(backend->name(), "mgx") == 0;  // dml copies at once
+  const CopyRoute route = RouteUpdate(RouteCopy(stream, session_, src_on_device, dst_on_device), stream, session_,
+                                      src_on_device, dst_on_device, dst_data, queued_backend);
   if (trace::On()) {
     const trace::Buffer from = Describe(src_data, src_on_device);
     const trace::Buffer to = Describe(dst_data, dst_on_device);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "backends/backend.h"
 #include "bugs.h"
@@ -71,6 +72,13 @@ int Resolve(int requested) {
 void Record(const void* p, int device, int64_t session) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_homes[reinterpret_cast<uintptr_t>(p)] = Home{device, session};
+}
+
+bool MarkWritten(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_homes.find(reinterpret_cast<uintptr_t>(p));
+  if (it == g_homes.end()) return false;
+  return std::exchange(it->second.written, true);
 }
 
 void Forget(const void* p) {

@@ -33,10 +33,13 @@ struct Home {
   int device = -1;  // -1: not an allocator's block (never recorded, or already freed)
   int64_t session = 0;
   bool retired = false;  // B14: its environment allocator was replaced while it was alive
+  bool written = false;  // B22: an environment upload has filled it before
 };
 void Record(const void* p, int device, int64_t session);
 void Forget(const void* p);
 Home Of(const void* p);
+// Marks a recorded block as filled by an environment upload; whether it had been before.
+bool MarkWritten(const void* p);
 
 // The environment's (shared) allocators of each device: ORT makes one per device at registration
 // and another when an application replaces it (CreateSharedAllocator). `EnvAllocatorMade` says

@@ -1,10 +1,13 @@
 #include "stream_copy.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <unordered_map>
 
 #include "bugs.h"
+#include "devices.h"
 #include "stream.h"
 
 namespace testbed {
@@ -42,6 +45,17 @@ CopyRoute RouteCopy(OrtSyncStream* stream, int64_t session, bool src_on_device, 
   // B13's busy mark: a session stream's first work inside a run claims the stream for that run.
   if (session != 0 && InRunOnThisThread(session)) StreamImpl::MarkBusy(stream, t_run);
   return {queue, false};
+}
+
+CopyRoute RouteUpdate(CopyRoute route, OrtSyncStream* stream, int64_t session, bool src_on_device,
+                      bool dst_on_device, const void* dst, bool asynchronous_backend) {
+  const bool env_upload = stream == nullptr && session == 0 && dst_on_device && !src_on_device;
+  if (!env_upload) return route;
+  const bool rewritten = devices::MarkWritten(dst);
+  if (!rewritten || !asynchronous_backend || !Enabled(Bug::kUpdateOffStream)) return route;
+  WorkQueue* engine = CopyEngineQueue();
+  engine->Enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  return {engine, false};
 }
 
 void EnterRun(int64_t session) {

@@ -27,6 +27,15 @@ struct CopyRoute {
 // `session` is the DataTransfer's session, 0 for the registration-time (env-level) instance.
 CopyRoute RouteCopy(OrtSyncStream* stream, int64_t session, bool src_on_device, bool dst_on_device);
 
+// B22, after onnxruntime#32445/#17336 (an input updated in place between runs of fixed
+// buffers): an environment upload without a stream into a block an earlier upload filled is
+// taken as a weights update and queued on the copy engine, 20 ms behind, without waiting. ORT
+// documents a copy without a stream as complete on return; a read without a stream still sees
+// the new bytes (the device barrier drains the engine), but a run reading the block in place
+// computes on the old ones. `dst` is the destination block.
+CopyRoute RouteUpdate(CopyRoute route, OrtSyncStream* stream, int64_t session, bool src_on_device,
+                      bool dst_on_device, const void* dst, bool asynchronous_backend);
+
 void EnterRun(int64_t session);
 void LeaveRun(int64_t session);
 // A process-wide serial of the calling thread's latest OnRunStart (0: none yet), which B13's

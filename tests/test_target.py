@@ -45,7 +45,7 @@ def roundtrip(target: Target) -> Target:
 
 def test_the_builtin_names_each_load_or_say_why() -> None:
     assert BUILTIN_TARGETS[:5] == ("testbed", "nxrt-cpu", "cpu", "webgpu", "nxrt-cuda")
-    assert BUILTIN_TARGETS[5:] == ("webgpu-cpu", "openvino", "ggml")
+    assert BUILTIN_TARGETS[5:] == ("cuda", "tensorrt", "webgpu-cpu", "openvino", "ggml")
     assert load_target("cpu").name == "cpu"
     assert load_target("nxrt-cpu").name == "nxrt-cpu"
 
@@ -108,16 +108,16 @@ def test_a_plain_testbed_sets_an_empty_bug_list_and_has_the_seed_profiles() -> N
     ("spec", "message"),
     [
         (
-            "testbed:B22",
-            "unknown testbed bug 'B22' in 'testbed:B22' "
+            "testbed:B23",
+            "unknown testbed bug 'B23' in 'testbed:B23' "
             "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B13, B14, B15, B16, B17, "
-            "B18, B19, B20, B21)",
+            "B18, B19, B20, B21, B22)",
         ),
         (
             "testbed:",
             "unknown testbed bug '' in 'testbed:' "
             "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B13, B14, B15, B16, B17, "
-            "B18, B19, B20, B21)",
+            "B18, B19, B20, B21, B22)",
         ),
         ("cpu:B1", "target 'cpu' takes no ':' arguments (got 'cpu:B1')"),
     ],
@@ -390,8 +390,8 @@ def test_invalid_toml_is_one_line_with_tomllib_s_reason_and_position(folder: Pat
 def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> None:
     (folder / "racefuzz.toml").write_text(GOOD)
     expected = (
-        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B21], nxrt-cpu, cpu, webgpu, "
-        "nxrt-cuda, webgpu-cpu, openvino, ggml; "
+        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B22], nxrt-cpu, cpu, webgpu, "
+        "nxrt-cuda, cuda, tensorrt, webgpu-cpu, openvino, ggml; "
         "racefuzz.toml defines: amdgpu)"
     )
     with pytest.raises(RacefuzzError, match=f"^{re.escape(expected)}$"):
@@ -400,8 +400,8 @@ def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> No
 
 def test_an_unknown_target_without_a_config_says_there_is_none(folder: Path) -> None:
     expected = (
-        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B21], nxrt-cpu, cpu, webgpu, "
-        "nxrt-cuda, webgpu-cpu, openvino, ggml; "
+        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B22], nxrt-cpu, cpu, webgpu, "
+        "nxrt-cuda, cuda, tensorrt, webgpu-cpu, openvino, ggml; "
         "no racefuzz.toml in the current folder)"
     )
     with pytest.raises(RacefuzzError, match=f"^{re.escape(expected)}$"):

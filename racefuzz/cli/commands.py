@@ -22,7 +22,7 @@ from racefuzz.report import console as render
 from racefuzz.schedule.json_io import load_many
 from racefuzz.targets import preflight
 from racefuzz.targets.model import Target
-from racefuzz.targets.registry import load_target
+from racefuzz.targets.registry import load_target, with_models
 
 MIN_ORT = (1, 31)
 
@@ -42,7 +42,7 @@ def _target(args: argparse.Namespace) -> Target:
     """The target, checked to load and to provide what its profiles ask for (one line else)."""
     check_ort()
     args.target = _target_spec(args)
-    target = load_target(args.target, args.config)
+    target = with_models(load_target(args.target, args.config), getattr(args, "models", None))
     for line in preflight.check(target):
         print(f"racefuzz: warning: {line}", file=sys.stderr, flush=True)
     return target
@@ -112,7 +112,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
     version = check_ort()
     args.target = _target_spec(args)
-    target = load_target(args.target, args.config)
+    target = with_models(load_target(args.target, args.config), args.models)
     return doctor(target, _runner(args, target), version)
 
 

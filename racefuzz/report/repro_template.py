@@ -75,6 +75,7 @@ def child(job):
     load_module("racefuzz.worker.protocol", PROTOCOL_SOURCE)  # each after what it imports
     load_module("racefuzz.worker.base", BASE_SOURCE)
     load_module("racefuzz.worker.handoff", HANDOFF_SOURCE)
+    load_module("racefuzz.worker.kept", KEPT_SOURCE)
     load_module("racefuzz.worker.runs", RUNS_SOURCE)
     load_module("racefuzz.worker.env_api", ENV_API_SOURCE)
     load_module("racefuzz.worker.holds", HOLDS_SOURCE)
@@ -387,10 +388,11 @@ JUDGE_SOURCES = {
 # racefuzz/worker/sequencer.py
 SEQUENCER_SOURCE = @@SEQUENCER@@
 
-# racefuzz/worker/protocol.py, base.py, handoff.py, runs.py, holds.py, ops.py
+# racefuzz/worker/protocol.py, base.py, handoff.py, kept.py, runs.py, holds.py, ops.py
 PROTOCOL_SOURCE = @@PROTOCOL@@
 BASE_SOURCE = @@BASE@@
 HANDOFF_SOURCE = @@HANDOFF@@
+KEPT_SOURCE = @@KEPT@@
 RUNS_SOURCE = @@RUNS@@
 HOLDS_SOURCE = @@HOLDS@@
 OPS_SOURCE = @@OPS@@

@@ -60,6 +60,9 @@ class Op(StrEnum):
     SHARE = "share"
     HOLD = "hold"
     RESUME = "resume"
+    KEEP = "keep"
+    BIND = "bind"
+    UPLOAD = "upload"
 
 
 class Subject(StrEnum):
@@ -335,6 +338,48 @@ SPECS: Mapping[Op, OpSpec] = {
             _USES,
             ("session",),
             weight=0.6,
+        ),
+        # Kept values sessions read and write in place (racefuzz/worker/kept.py): a session's
+        # device output kept past its run (and past the session), a kept value bound as an
+        # input with the binding kept for the next run (fixed buffers), data written into one.
+        OpSpec(
+            Op.KEEP,
+            "run the peer session through IOBinding, keep its first device output as a value",
+            _VAL,
+            _MAKES,
+            ("value",),
+            peer=_SES,
+            needs_registration=True,
+            weight=0.5,
+            race_as="run",
+        ),
+        OpSpec(
+            Op.BIND,
+            "run with the peer value's own memory bound as the first input; the binding is kept"
+            " and `again` runs it as it is",
+            _SES,
+            _USES,
+            ("session",),
+            peer=_VAL,
+            modes=("again",),
+            mode_weights={"again": 0.7},
+            needs_registration=True,
+            weight=0.9,
+            race_as="run",
+        ),
+        # Plain: copy_tensors without a stream, documented as complete on return; `stream`: on a
+        # sync stream of the value's device that nobody waits for (what ORT leaves to the caller).
+        OpSpec(
+            Op.UPLOAD,
+            "copy new random data into a kept device value (on a sync stream, by mode)",
+            _VAL,
+            _USES,
+            ("value",),
+            modes=("stream",),
+            mode_weights={"stream": 0.3},
+            needs_registration=True,
+            weight=0.7,
+            race_as="copy",
         ),
     )
 }

@@ -25,7 +25,7 @@ from racefuzz.targets.model import (
     Target,
 )
 from racefuzz.targets.models import BUILTIN as BUILTIN_MODELS
-from racefuzz.targets.models import DEFAULT_MODELS
+from racefuzz.targets.models import DEFAULT_MODELS, ZOO_ALIAS, expand
 
 _TARGET_KEYS = (
     "description",
@@ -251,6 +251,9 @@ class Reader:
             self.fail(key, "'models' must list at least one model")
         out: list[str] = []
         for model in models:
+            if model == ZOO_ALIAS:  # every zoo model, but none twice
+                out += [m for m in expand([model]) if m not in out]
+                continue
             if model in BUILTIN_MODELS:
                 out.append(model)
                 continue

@@ -7,7 +7,10 @@ seeds as initializers), so every process builds byte-identical models:
 - `wide`: the same graph with X [64,256], hidden 512, so compute takes measurable time;
 - `conv`: Conv, Relu, MaxPool, Conv, Relu, GlobalAveragePool, Flatten, Gemm on [1,3,16,16];
 - `eltwise`: Tanh(X * Z + X) + Sigmoid(Relu(Z)), X and Z [64,256] inputs, no initializers:
-  element-wise ops only, for EPs that take no MatMul (nxrt-ep-cuda 0.1.0.dev6 takes this whole).
+  element-wise ops only, for EPs that take no MatMul (nxrt-ep-cuda 0.1.0.dev6 takes this whole);
+- the zoo (`ZOO`, built in `zoo`): real model shapes, ops and sizes; `dynamic` has symbolic dims
+  (`InputSpec.symbols`), which `random_inputs` may set. Each has a measured tolerance
+  (`tolerance`). docs/models.md describes them all.
 The MLPs use MatMul, Add, Relu and Mul only, the ops the testbed EP computes; the bias and the
 constant C are both row vectors, so one broadcast pattern covers them. Only `tiny` ends in a
 Relu; the others' outputs are never legitimately all zeros, which keeps the `zeroed` oracle sharp.
@@ -17,8 +20,9 @@ as `<name>-v<MODEL_VERSION>-<sha256 prefix>.onnx`, atomically (temp file, then `
 processes may race to write it. A cached file is found and checked by its hash without importing
 `onnx`: worker processes start often, and `import onnx` costs more than half a second.
 
-This module runs inside worker processes: it imports only the standard library, numpy and
-(lazily) onnx. It knows nothing of ORT, EPs or targets.
+Input specs and random inputs live in `inputs`, re-exported here. This module runs inside
+worker processes: it imports only the standard library, numpy, (lazily) onnx and the worker's
+tolerance table. It knows nothing of ORT, EPs or targets.
 """
 
 from __future__ import annotations
@@ -28,37 +32,37 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from racefuzz.cache import cache_root
 from racefuzz.errors import RacefuzzError
+from racefuzz.targets import zoo
+from racefuzz.targets.inputs import InputSpec as InputSpec
+from racefuzz.targets.inputs import input_spec_from_ort as input_spec_from_ort
+from racefuzz.targets.inputs import random_inputs as random_inputs
+from racefuzz.targets.inputs import spec_of
+from racefuzz.targets.zoo import ZOO as ZOO
+from racefuzz.worker.base import MODEL_TOLERANCE
 
 if TYPE_CHECKING:
     import onnx
 
 # Smallest (simplest to read in a report) first; the shrinker prefers earlier names. `conv`
 # comes last although `wide` computes more: it brings ops a reader of an MLP report needn't know.
-BUILTIN: tuple[str, ...] = ("tiny", "mlp", "wide", "conv", "eltwise", "tail")
+# The zoo comes after `tail`: a target's default models stay as they were.
+BUILTIN: tuple[str, ...] = ("tiny", "mlp", "wide", "conv", "eltwise", "tail", *ZOO)
 # A target's models unless it names them: `tail` only serves as the second session of a `feed`.
-DEFAULT_MODELS: tuple[str, ...] = BUILTIN[:-1]
+DEFAULT_MODELS: tuple[str, ...] = ("tiny", "mlp", "wide", "conv", "eltwise")
+# What a target's `models` (and `--models`) may say for every zoo model at once.
+ZOO_ALIAS = "zoo"
 # Bump when a builder changes, so caches never serve an old definition under a current name.
 MODEL_VERSION = 2
 OPSET = 17
 IR_VERSION = 8  # what opset 17 needs; onnxruntime 1.31 reads up to IR 11
 _HASH_CHARS = 16
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """One graph input: symbolic or unknown dims are fixed to 1, so it can be fed directly."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype[Any]
 
 
 # --- building ---------------------------------------------------------------------------------
@@ -180,14 +184,24 @@ def _finish(graph: onnx.GraphProto) -> bytes:
     import onnx
     from onnx import helper
 
+    # Version 1 of any other domain a node uses (com.microsoft for the zoo's MatMulNBits); the
+    # checker skips ops of domains it does not know, and ORT needs the import to find them.
+    others = sorted({n.domain for n in graph.node} - {"", "ai.onnx"})
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET)],
+        opset_imports=[
+            helper.make_opsetid("", OPSET),
+            *(helper.make_opsetid(d, 1) for d in others),
+        ],
         ir_version=IR_VERSION,
         producer_name="racefuzz",
     )
     onnx.checker.check_model(model)
     return bytes(model.SerializeToString(deterministic=True))
+
+
+def _zoo_model(name: str) -> bytes:
+    return _finish(zoo.BUILDERS[name]())
 
 
 _BUILDERS: Mapping[str, Callable[[], bytes]] = {
@@ -197,15 +211,23 @@ _BUILDERS: Mapping[str, Callable[[], bytes]] = {
     "conv": _conv,
     "eltwise": _eltwise,
     "tail": _tail,
+    **{name: functools.partial(_zoo_model, name) for name in ZOO},
 }
-# Known without onnx (worker processes); a test checks it against the built models.
-_BUILTIN_SPECS: Mapping[str, dict[str, tuple[int, ...]]] = {
+# Known without onnx (worker processes); a test checks it against the built models. A str dim
+# is a symbolic one, fed as 1 unless `random_inputs` is told otherwise.
+_BUILTIN_SPECS: Mapping[str, dict[str, tuple[int | str, ...]]] = {
     "tiny": {"X": (2, 8)},
     "mlp": {"X": (4, 32)},
     "wide": {"X": (64, 256)},
     "conv": {"X": (1, 3, 16, 16)},
     "eltwise": {"X": (64, 256), "Z": (64, 256)},
-    "tail": {"X": (1, 1)},
+    "tail": {"X": ("N", "M")},
+    "lngelu": {"X": (4, 16, 64)},
+    "einsum": {"X": (4, 16, 32)},
+    "matmulnbits": {"A": (4, 64)},
+    "attention": {"X": (2, 16, 32)},
+    "dynamic": {"X": ("batch", "seq", 32)},
+    "large": {"X": (256, 2048)},
 }
 
 
@@ -216,8 +238,8 @@ def cache_dir() -> Path:
     return cache_root() / "models"
 
 
-def _unknown(name: str) -> RacefuzzError:
-    known = ", ".join(BUILTIN)
+def _unknown(name: str, listed: bool = False) -> RacefuzzError:
+    known = ", ".join(BUILTIN) + (f"; {ZOO_ALIAS} for every zoo model" if listed else "")
     return RacefuzzError(
         f"unknown model '{name}' (built-in models: {known}; or give a path to an .onnx file)"
     )
@@ -247,9 +269,13 @@ def model_path(name_or_path: str | Path) -> Path:
     text = str(name_or_path)
     if path.exists():
         raise RacefuzzError(f"model '{text}' is not a file")
-    if path.suffix.lower() == ".onnx" or "/" in text or "\\" in text:
+    if _path_like(text):
         raise RacefuzzError(f"model '{text}' not found")
     raise _unknown(text)
+
+
+def _path_like(text: str) -> bool:
+    return Path(text).suffix.lower() == ".onnx" or "/" in text or "\\" in text
 
 
 def _digest(data: bytes) -> str:
@@ -304,6 +330,38 @@ def size_rank(name_or_path: str) -> int:
         return len(BUILTIN)
 
 
+def expand(names: Sequence[str]) -> tuple[str, ...]:
+    """Model names as a target lists them, with `zoo` standing for every zoo model; each once."""
+    out: list[str] = []
+    for name in names:
+        for one in ZOO if name == ZOO_ALIAS else (name,):
+            if one not in out:
+                out.append(one)
+    return tuple(out)
+
+
+def chosen(text: str) -> tuple[str, ...]:
+    """`--models a,b,...` checked: built-in names, `zoo`, and paths to .onnx files (made
+    absolute, so a resumed campaign finds them from any folder); each once, in order."""
+    out: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if item in _BUILDERS or item == ZOO_ALIAS:
+            out += expand([item])
+        elif item and not Path(item).exists() and not _path_like(item):
+            raise _unknown(item, listed=True)
+        elif item:
+            out.append(str(model_path(item).resolve()))
+    if not out:
+        raise RacefuzzError("--models needs at least one model name or .onnx path")
+    return tuple(dict.fromkeys(out))
+
+
+def tolerance(name: str) -> tuple[float, float] | None:
+    """(rtol, atol) a built-in's outputs are held to against ORT's CPU EP; None: the worker's
+    defaults. The worker takes the larger of this and the target's own."""
+    return MODEL_TOLERANCE.get(name)
+
+
 # --- inputs -----------------------------------------------------------------------------------
 
 
@@ -311,7 +369,7 @@ def input_specs(name_or_path: str | Path) -> list[InputSpec]:
     """The graph inputs that are not initializers, read with onnx (a built-in needs no onnx)."""
     if isinstance(name_or_path, str) and name_or_path in _BUILTIN_SPECS:
         f32 = np.dtype(np.float32)
-        return [InputSpec(k, shape, f32) for k, shape in _BUILTIN_SPECS[name_or_path].items()]
+        return [spec_of(k, dims, f32) for k, dims in _BUILTIN_SPECS[name_or_path].items()]
     path = model_path(name_or_path)
     import onnx
     from onnx import helper
@@ -328,50 +386,10 @@ def input_specs(name_or_path: str | Path) -> list[InputSpec]:
         if not value.type.HasField("tensor_type"):
             raise RacefuzzError(f"model '{path}': input '{value.name}' is not a tensor")
         tensor = value.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim)
+        dims = [
+            d.dim_value if d.HasField("dim_value") else d.dim_param or None
+            for d in tensor.shape.dim
+        ]
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-        out.append(InputSpec(value.name, dims, dtype))
-    return out
-
-
-_ORT_TYPES: Mapping[str, str] = {
-    "float": "float32",
-    "float16": "float16",
-    "double": "float64",
-    "bool": "bool",
-    **{f"{s}int{n}": f"{s}int{n}" for s in ("", "u") for n in (8, 16, 32, 64)},
-}
-
-
-def input_spec_from_ort(name: str, shape: Sequence[int | str | None], type_name: str) -> InputSpec:
-    """An `InputSpec` from what an ORT session reports (`NodeArg.name/.shape/.type`).
-
-    For workers that already hold a session and want to skip importing onnx.
-    """
-    inner = type_name.removeprefix("tensor(").removesuffix(")")
-    if inner not in _ORT_TYPES:
-        raise RacefuzzError(f"input '{name}' has type {type_name}, which racefuzz cannot feed")
-    dims = tuple(d if isinstance(d, int) and d > 0 else 1 for d in shape)
-    return InputSpec(name, dims, np.dtype(_ORT_TYPES[inner]))
-
-
-def random_inputs(specs: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
-    """Inputs for one run, the same for the same seed: floats standard normal, ints in 0..3.
-
-    Small non-negative ints keep index-like inputs (Gather, embeddings) in range.
-    """
-    rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    for spec in specs:
-        kind = spec.dtype.kind
-        if kind == "f":
-            out[spec.name] = rng.standard_normal(spec.shape).astype(spec.dtype)
-        elif kind in "iu":
-            out[spec.name] = rng.integers(0, 4, spec.shape).astype(spec.dtype)
-        elif kind == "b":
-            out[spec.name] = rng.integers(0, 2, spec.shape).astype(np.bool_)
-        else:
-            raise RacefuzzError(
-                f"input '{spec.name}' has dtype {spec.dtype}, which racefuzz cannot feed"
-            )
+        out.append(spec_of(value.name, dims, dtype))
     return out

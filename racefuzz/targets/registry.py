@@ -4,11 +4,12 @@ of them has to import another back."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from racefuzz.errors import RacefuzzError
 from racefuzz.targets import builtin as builtin_targets
-from racefuzz.targets import layer
+from racefuzz.targets import layer, models
 from racefuzz.targets.config import Reader
 from racefuzz.targets.model import BUILTIN_TARGETS, DEFAULT_CONFIG, Target, is_builtin
 
@@ -36,6 +37,13 @@ def load_target(spec: str, config: Path | None = None) -> Target:
         defined = ", ".join(targets) or "none"
         raise _unknown_target(spec, f"{reader.label} defines: {defined}")
     return reader.target(spec, targets[spec])
+
+
+def with_models(target: Target, listed: str | None) -> Target:
+    """The target running `--models` instead of its own (None: as it is)."""
+    if listed is None:
+        return target
+    return replace(target, models=models.chosen(listed))
 
 
 def _unknown_target(spec: str, config_part: str) -> RacefuzzError:

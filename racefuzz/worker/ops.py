@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from racefuzz.worker import env_api, handoff, holds, runs
+from racefuzz.worker import env_api, handoff, holds, kept, runs
 from racefuzz.worker.base import (
     ATOL,
     COPY_SHAPE,
@@ -53,7 +53,7 @@ SELFTEST_INTERNAL = "RACEFUZZ_SELFTEST_INTERNAL"
 Handler = Callable[["Runtime", int, Mapping[str, Any]], StepResult]
 # Op name -> the step field whose name its handler makes ("session", "value"): such a step is
 # not skipped for naming something that does not exist yet. Filled by `makes`.
-_MAKES: dict[str, str] = {}
+_MAKES: dict[str, str] = dict(kept.MAKES)
 
 
 def makes(field: str) -> Callable[[Handler], Handler]:
@@ -66,7 +66,7 @@ def makes(field: str) -> Callable[[Handler], Handler]:
     return mark
 
 
-class Runtime(handoff.HandoffOps, runs.RunOps, env_api.EnvOps):
+class Runtime(handoff.HandoffOps, kept.KeptOps, runs.RunOps, env_api.EnvOps):
     def __init__(
         self,
         libraries: Mapping[str, str],

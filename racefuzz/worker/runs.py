@@ -22,7 +22,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from racefuzz.worker.base import Host, Session, compare, own_code
+from racefuzz.worker.base import Host, Session, compare, model_tolerance, own_code
 from racefuzz.worker.handoff import intra_op_pool_size
 from racefuzz.worker.protocol import Skip, StepResult
 
@@ -57,9 +57,8 @@ def _terminated(session: str) -> StepResult:
 
 
 def _checked(host: Host, s: Session, feeds: Mapping[str, Any], outputs: Any) -> StepResult:
-    check, detail = compare(
-        outputs, host._reference(s.model, feeds), host.rtol, host.atol, host.measure
-    )
+    rtol, atol = model_tolerance(s.model, host.rtol, host.atol)
+    check, detail = compare(outputs, host._reference(s.model, feeds), rtol, atol, host.measure)
     return StepResult.checked(check, detail)
 
 
