@@ -40,7 +40,7 @@ from racefuzz.judge.ending import Watch
 from racefuzz.judge.outcome import RunResult
 from racefuzz.schedule.json_io import to_json_obj
 from racefuzz.schedule.model import Schedule
-from racefuzz.schedule.op_table import Op
+from racefuzz.schedule.op_table import C_API_OPS
 from racefuzz.targets import models, sanitizer
 from racefuzz.targets.model import Target
 from racefuzz.worker.native_trace import TRACER_ENV
@@ -79,7 +79,7 @@ def job_for(target: Target, schedule: Schedule, options: RunOptions) -> dict[str
 
 def _env_api(schedule: Schedule) -> str | None:
     """The built C API helper, for a schedule that needs it (`share`)."""
-    if Op.SHARE not in schedule.ops():
+    if not C_API_OPS & set(schedule.ops()):
         return None
     built = native_build.library("envapi")
     return str(built) if built else None

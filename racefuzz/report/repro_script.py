@@ -34,7 +34,7 @@ from racefuzz.report.repro_parts import (
 from racefuzz.report.repro_template import TEMPLATE
 from racefuzz.schedule.json_io import to_json_obj
 from racefuzz.schedule.model import Schedule
-from racefuzz.schedule.op_table import Op
+from racefuzz.schedule.op_table import C_API_OPS
 from racefuzz.targets import layer
 from racefuzz.targets.model import Target
 from racefuzz.worker import WORKER_BUG_EXIT
@@ -101,7 +101,7 @@ def repro_source(
         "TOLERANCE": repr(list(target.tolerance) if target.tolerance else None),
         "MODELS": "\n".join(encoded),
         "JUDGE": "\n".join(f"    {n!r}: {literal(text)}," for n, text in judge_sources()),
-        **embedded_sources(native=Op.SHARE in schedule.ops()),
+        **embedded_sources(native=bool(C_API_OPS & set(schedule.ops()))),
     }
     # One pass over the markers: a filled value that happens to contain `@@X@@` stays as is.
     return re.sub(r"@@([A-Z_]+)@@", lambda m: str(fills[m.group(1)]), TEMPLATE)

@@ -364,7 +364,7 @@ SPECS: Mapping[Op, OpSpec] = {
             modes=("again",),
             mode_weights={"again": 0.7},
             needs_registration=True,
-            weight=0.9,
+            weight=1.2,
             race_as="run",
         ),
         # Plain: copy_tensors without a stream, documented as complete on return; `stream`: on a
@@ -378,11 +378,14 @@ SPECS: Mapping[Op, OpSpec] = {
             modes=("stream",),
             mode_weights={"stream": 0.3},
             needs_registration=True,
-            weight=0.7,
+            weight=1.0,
             race_as="copy",
         ),
     )
 }
+
+# Ops made through ORT's C API by racefuzz's native helper (racefuzz/native/envapi.c).
+C_API_OPS = frozenset({Op.SHARE})
 
 # Ops only a target with the EP-ABI layer offers.
 LAYER_OPS = frozenset({Op.HOLD, Op.RESUME})

@@ -157,7 +157,7 @@ def bound_device(host: Host, profile: Profile, mem: Any) -> Any:
     return ort.OrtDevice.make(kind, int(mem.device_id), mem.device_vendor_id)._get_c_device()
 
 
-def _same_backend(a: Profile, b: Profile) -> bool:
+def same_backend(a: Profile, b: Profile) -> bool:
     # One EP configuration on one or two devices. Two configurations that share an OrtDevice
     # label but not its memory (the testbed's dml and mgx: residual R2) are not chained.
     return (a.library, a.ep_name, dict(a.options)) == (b.library, b.ep_name, dict(b.options))
@@ -221,7 +221,7 @@ class HandoffOps:
                 )
                 if fits and "float" in inp.type:
                     chain[inp.name] = k
-        if not chain or not _same_backend(a.profile, b.profile):
+        if not chain or not same_backend(a.profile, b.profile):
             why = "is another EP configuration" if chain else "takes no output of it"
             return StepResult.skip(Skip.UNFIT, f"{step['peer']} {why}")
         mem = self._memory_info(a.profile)

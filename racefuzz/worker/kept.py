@@ -21,7 +21,7 @@ import numpy as np
 import onnxruntime as ort
 
 from racefuzz.worker.base import Host, Session, Value, compare, own_code
-from racefuzz.worker.handoff import bound_device, where_check
+from racefuzz.worker.handoff import bound_device, same_backend, where_check
 from racefuzz.worker.protocol import Skip, StepResult
 
 own_code(__file__)
@@ -78,13 +78,14 @@ class KeptOps:
         _bind_outputs(self, s, binding)
         s.session.run_with_iobinding(binding)
         outputs = binding.get_outputs()
-        check, detail = compare(
-            binding.copy_outputs_to_cpu(), expected, self.rtol, self.atol, self.measure
-        )
+        # Read back through the session's own transfer: an env-level read (`OrtValue.numpy`)
+        # is what `read` checks later.
+        back = binding.copy_outputs_to_cpu()
+        check, detail = compare(back, expected, self.rtol, self.atol, self.measure)
         if check != "ok":
             return StepResult.checked(check, detail)
         first = outputs[0]
-        host = np.ascontiguousarray(first.numpy(), dtype=np.float32)
+        host = np.ascontiguousarray(back[0], dtype=np.float32)
         kept = Value(first, host, s.profile, self._memory_info(s.profile) is None)
         with self._lock:
             self.values[step["value"]] = kept
@@ -102,8 +103,8 @@ class KeptOps:
             if fit is None or int(np.prod(fit[1])) > v.data.size:
                 why = "has no float input" if fit is None else f"needs {fit[1]}"
                 return StepResult.skip(Skip.UNFIT, f"{step['session']} {why}")
-            if (v.profile.library, v.profile.ep_name) != (s.profile.library, s.profile.ep_name):
-                return StepResult.skip(Skip.UNFIT, f"{step['peer']} is another EP's memory")
+            if not same_backend(v.profile, s.profile):  # as `feed`: one EP configuration
+                return StepResult.skip(Skip.UNFIT, f"{step['peer']} is another EP configuration's")
             name, shape = fit
             feeds = {k: a for k, a in self._feeds(index, s.session).items() if k != name}
             binding = s.session.io_binding()
