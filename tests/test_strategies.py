@@ -131,7 +131,8 @@ def overlapping_creates_then_runs(s: Schedule) -> bool:
 
 
 def value_read_after_another_create(s: Schedule) -> bool:
-    """create (p); alloc v (p); create (q != p); read v (R1, mixed-backend env copies)."""
+    """create (p); alloc v (p); create (q != p); read or upload v (R1, mixed-backend env copies:
+    both copy the value through the environment's transfer)."""
     last = None
     for i, x in enumerate(s.steps):
         if x.op is Op.CREATE:
@@ -140,7 +141,7 @@ def value_read_after_another_create(s: Schedule) -> bool:
             other = False
             for y in s.steps[i + 1 :]:
                 other = other or (y.op is Op.CREATE and y.profile != x.profile)
-                if y.op is Op.READ and y.value == x.value and other:
+                if y.op in (Op.READ, Op.UPLOAD) and y.value == x.value and other:
                     return True
     return False
 
@@ -253,7 +254,8 @@ def test_enabled_steps_name_sessions_s1_s2_and_values_v1_in_order() -> None:
     assert {s.session for s in steps if s.op is Op.CREATE} == {"s2"}
     assert {s.value for s in steps if s.op is Op.ALLOC} == {"v1"}
     # ORT's contract: no unregister while session s1 on the library is alive...
-    unavailable = {Op.READ, Op.FREE, Op.REGISTER, Op.UNREGISTER}
+    # (and nothing uses a value before one is kept)
+    unavailable = {Op.READ, Op.FREE, Op.UPLOAD, Op.BIND, Op.REGISTER, Op.UNREGISTER}
     assert {s.op for s in steps} == set(Op) - LAYER_OPS - unavailable  # no layer: no holds
     # ...unless misuse is asked for.
     misuse = replace(EXAMPLE, allow_misuse=True)

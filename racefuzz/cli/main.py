@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--times", type=int, default=1, help="replays per schedule")
     replay.add_argument("--no-baseline", action="store_true", help="skip alone-classification")
     _add_target(replay)
+    _add_models(replay)
     _add_run_options(replay)
 
     run = sub.add_parser("run", help="fuzz a target for some seconds (the main job)")

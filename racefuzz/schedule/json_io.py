@@ -40,6 +40,8 @@ def to_json_obj(schedule: Schedule) -> dict[str, Any]:
             d["group"] = s.group
         if s.jitter_us:
             d["jitter_us"] = s.jitter_us
+        if s.dims:
+            d["dims"] = list(s.dims)
         steps.append(d)
     obj: dict[str, Any] = {"version": VERSION}
     if schedule.name:
@@ -127,7 +129,12 @@ def _decode_step(raw: object, where: str) -> Step:
             raise ScheduleError(f"{where}: '{name}' must be a non-empty string")
         names[name] = v
     assert isinstance(thread, int) and isinstance(jitter, int)
-    return Step(thread=thread, op=op, group=group, jitter_us=jitter, **names)
+    dims = raw.get("dims", [])
+    if not isinstance(dims, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in dims
+    ):
+        raise ScheduleError(f"{where}: 'dims' must be a list of integers")
+    return Step(thread=thread, op=op, group=group, jitter_us=jitter, dims=tuple(dims), **names)
 
 
 def loads(text: str, source: str = "schedule") -> Schedule:

@@ -39,7 +39,7 @@ class ScheduleError(RacefuzzError):
     """A schedule file or value that racefuzz cannot run as written."""
 
 
-STEP_FIELDS = ("thread", "op", "group", "jitter_us")
+STEP_FIELDS = ("thread", "op", "group", "jitter_us", "dims")
 OPTIONAL_FIELDS = NAME_FIELDS  # omitted from JSON when None
 
 
@@ -58,6 +58,9 @@ class Step:
     jitter_us: int = 0
     mode: str | None = None  # a variant of the op, one of its table entry's modes
     peer: str | None = None  # a second session or value the op uses (the table says which)
+    # Sizes of the model's symbolic dims (batch, sequence...) in the order its inputs first name
+    # them, for an op that feeds a session fresh inputs; () or a dim left out: 1.
+    dims: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """A short human form, e.g. `create s1 (dml, mlp)`, used in tables and timelines:
@@ -71,7 +74,8 @@ class Step:
             text += f" ({', '.join(where)})"
         if self.peer is not None:
             text += f" -> {self.peer}"
-        return text + (f" [{self.mode}]" if self.mode is not None else "")
+        text += f" [{self.mode}]" if self.mode is not None else ""
+        return text + (" {" + "x".join(map(str, self.dims)) + "}" if self.dims else "")
 
     def name_of(self, kind: Subject) -> str | None:
         """The session or value this step names as its subject (made, used or ended)."""

@@ -127,6 +127,8 @@ class OpSpec:
     # Its EP work runs on a thread of ORT's own (run_async completes on the intra-op pool): a
     # crash on a thread with no Python frame while it is in flight is its crash.
     on_ort_thread: bool = False
+    # It feeds a session fresh random inputs, so a step may size the model's symbolic dims.
+    sized: bool = False
     fields: frozenset[str] = field(init=False)  # every name field it takes (mode, peer too)
     required: frozenset[str] = field(init=False)
 
@@ -206,6 +208,7 @@ SPECS: Mapping[Op, OpSpec] = {
             weight=3.0,
             essential=True,
             doctor=True,
+            sized=True,
         ),
         # Modes: host_in binds a host input (bind_cpu_input: the upload happens at bind time, on
         # the session's stream) and lets ORT allocate the outputs on the device; host_out binds
@@ -223,6 +226,7 @@ SPECS: Mapping[Op, OpSpec] = {
             weight=1.5,
             doctor=True,
             race_as="run",
+            sized=True,
         ),
         # Modes: stream uploads on a stream from the EP device's create_sync_stream() and reads
         # back on the same stream (ordered only by it); stream_unordered reads back without one.
@@ -281,6 +285,7 @@ SPECS: Mapping[Op, OpSpec] = {
             needs_registration=True,
             weight=0.6,
             race_as="run",
+            sized=True,
         ),
         # Completes on an ORT intra-op pool thread; a profile whose pool has no thread for it
         # (intra_op_threads=1) gets a skipped step, not a finding (racefuzz/worker/runs.py). Not
@@ -294,6 +299,7 @@ SPECS: Mapping[Op, OpSpec] = {
             weight=1.0,
             on_ort_thread=True,
             race_as="run",
+            sized=True,
         ),
         # Sets RunOptions.terminate on the session's runs in flight, or arms its next run; a run
         # so stopped is no finding, but what the session computes afterwards is checked.
@@ -352,6 +358,7 @@ SPECS: Mapping[Op, OpSpec] = {
             needs_registration=True,
             weight=0.5,
             race_as="run",
+            sized=True,
         ),
         OpSpec(
             Op.BIND,
@@ -366,6 +373,7 @@ SPECS: Mapping[Op, OpSpec] = {
             needs_registration=True,
             weight=1.2,
             race_as="run",
+            sized=True,
         ),
         # Plain: copy_tensors without a stream, documented as complete on return; `stream`: on a
         # sync stream of the value's device that nobody waits for (what ORT leaves to the caller).

@@ -33,6 +33,8 @@ from racefuzz.schedule.op_table import NAME_FIELDS, SPECS, Op, Subject, maker
 from racefuzz.schedule.prefix import Prefix, Schedule, Step, group_names, is_lifecycle
 
 MAX_JITTER_US = 100_000
+# A step's dims: at most this many, each in 1..MAX_DIM (big enough for size-dependent kernels).
+MAX_DIMS, MAX_DIM = 4, 4096
 LibraryOf = Callable[[str], "str | None"]
 
 
@@ -47,6 +49,7 @@ _WELL_FORMED_RULES = [
     "threads",
     "thread",
     "jitter",
+    "dims",
     "takes-no-field",
     "needs-field",
     "unknown-mode",
@@ -243,6 +246,10 @@ def _well_formed(
         yield _at(i, "thread", f"thread {s.thread} is outside 0..{threads - 1}")
     if not 0 <= s.jitter_us <= MAX_JITTER_US:
         yield _at(i, "jitter", f"jitter_us must be within 0..{MAX_JITTER_US}")
+    if s.dims and not spec.sized:
+        yield _at(i, "takes-no-field", f"'{s.op}' takes no 'dims' (it feeds no inputs)")
+    elif len(s.dims) > MAX_DIMS or not all(1 <= d <= MAX_DIM for d in s.dims):
+        yield _at(i, "dims", f"dims: at most {MAX_DIMS}, each within 1..{MAX_DIM}")
     fields, required = spec.fields, spec.required
     for name in NAME_FIELDS:
         if getattr(s, name) is None:

@@ -15,7 +15,19 @@ from racefuzz.schedule.op_table import PREFIX, SPECS
 # Name ranks: no name, then canonical names by number (s1 < s2 < s10), then anything else.
 _NameRank = tuple[int, int, str]
 SortKey = tuple[
-    int, int, int, int, int, int, int, int, int, tuple[int, ...], tuple[tuple[_NameRank, ...], ...]
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    int,
+    tuple[int, ...],
+    tuple[tuple[_NameRank, ...], ...],
 ]
 
 
@@ -24,7 +36,8 @@ def sort_key(schedule: Schedule, models_by_size: Sequence[str] = ()) -> SortKey:
 
     In order: fewer steps, fewer threads in use (then declared), fewer overlap groups (then fewer
     grouped steps), less jitter (fewer jittered steps, then fewer microseconds), fewer steps with
-    a mode (the plain op is simpler than a variant of it), smaller models
+    a mode (the plain op is simpler than a variant of it), fewer steps that size dims (then
+    smaller sizes), smaller models
     (their index in `models_by_size`, smallest first; unknown models rank after all of them),
     then lower thread numbers step by step, then earlier names (s1.., v1.., groups 0..).
     First-use renumbering (`shrink_passes.normalised`) gives the lowest of the last two.
@@ -41,6 +54,8 @@ def sort_key(schedule: Schedule, models_by_size: Sequence[str] = ()) -> SortKey:
         sum(1 for s in steps if s.jitter_us),
         sum(s.jitter_us for s in steps),
         sum(1 for s in steps if s.mode is not None),
+        sum(1 for s in steps if s.dims),
+        sum(sum(s.dims) for s in steps),
         sum(
             models.index(s.model) if s.model in models else len(models)
             for s in steps

@@ -255,6 +255,22 @@ def drop_jitter(sh: Shrinking) -> None:
             sh.consider(_with_step(cur, i, replace(cur.steps[i], jitter_us=0)))
 
 
+def smaller_dims(sh: Shrinking) -> None:
+    """All dims at once, then one step's: gone (every dim 1), then each dim alone set to 1 or
+    halved (the rounds of passes halve it again while the failure holds)."""
+    cur = sh.current
+    sh.consider(cur.with_steps(replace(s, dims=()) for s in cur.steps))
+    for i in range(len(sh.current.steps)):  # sizing dims never moves a step
+        if sh.current.steps[i].dims:
+            sh.consider(_with_step(sh.current, i, replace(sh.current.steps[i], dims=())))
+        for j in range(len(sh.current.steps[i].dims)):
+            for smaller in (1, sh.current.steps[i].dims[j] // 2):
+                dims = sh.current.steps[i].dims
+                if 1 <= smaller < dims[j]:
+                    step = replace(sh.current.steps[i], dims=(*dims[:j], smaller, *dims[j + 1 :]))
+                    sh.consider(_with_step(sh.current, i, step))
+
+
 def drop_modes(sh: Shrinking) -> None:
     """Each step's mode back to the plain op, where its table entry allows the plain op."""
     for i in range(len(sh.current.steps)):  # clearing a mode never moves a step
@@ -307,6 +323,7 @@ PASSES: tuple[Callable[[Shrinking], None], ...] = (
     merge_threads,
     drop_groups,
     drop_jitter,
+    smaller_dims,
     drop_modes,
     smaller_models,
     move_steps,

@@ -39,6 +39,10 @@ from racefuzz.strategies.space import Space
 
 JITTER_RATE = 0.04  # share of steps that get a sleep: rare, or it drowns the races it shakes
 MAX_GENERATED_JITTER_US = 2000
+# Runs that size a dynamic model's dims, and the sizes: small, odd, and a few past the sizes at
+# which kernels often switch paths (vector widths, tiles).
+DIMS_RATE = 0.4
+DIM_SIZES = (1, 2, 3, 7, 16, 33, 64, 257)
 SMALLEST_MODEL_BIAS = 0.7  # creates use the smallest model this often (faster, same bugs)
 
 # How often a random step is of each kind, before what is enabled narrows the choice.
@@ -213,9 +217,12 @@ def pick(
 
 
 def with_jitter(step: Step, space: Space, rng: random.Random) -> Step:
-    """Rarely, a short sleep before the step (recorded, so it replays)."""
+    """Rarely, a short sleep before the step (recorded, so it replays); and, where the space's
+    models have symbolic dims, often sizes for them on a step that feeds a session."""
     if space.jitter and rng.random() < JITTER_RATE:
-        return replace(step, jitter_us=rng.randint(1, MAX_GENERATED_JITTER_US))
+        step = replace(step, jitter_us=rng.randint(1, MAX_GENERATED_JITTER_US))
+    if space.dims and SPECS[step.op].sized and rng.random() < DIMS_RATE:
+        step = replace(step, dims=tuple(rng.choice(DIM_SIZES) for _ in range(2)))
     return step
 
 

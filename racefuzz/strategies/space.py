@@ -20,6 +20,7 @@ from racefuzz.schedule.model import Op, Schedule
 from racefuzz.schedule.op_table import LAYER_OPS, REQUIRED_OPS
 from racefuzz.schedule.rules import RULE_SETS, Rules, RuleSet, check_schedule
 from racefuzz.targets.model import Target
+from racefuzz.targets.models import has_symbolic_dims
 
 # The registration key of the one unnamed library: `problems()` reads "*" as "every library",
 # which is exactly what a `register` step without a library name does.
@@ -46,6 +47,8 @@ class Space:
     allow_misuse: bool = False
     groups: bool = True  # overlap groups may be generated
     jitter: bool = True  # rare short sleeps may be generated
+    # Runs may size the models' symbolic dims (a step's `dims`): only where a model has some.
+    dims: bool = False
 
     def __post_init__(self) -> None:
         if not self.profiles:
@@ -153,4 +156,5 @@ def space_for(
         lifecycle=lifecycle,
         allow_misuse=allow_misuse,
         ops=frozenset(Op) if target.layer else frozenset(Op) - LAYER_OPS,
+        dims=any(has_symbolic_dims(m) for m in target.models),
     )

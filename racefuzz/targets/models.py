@@ -320,6 +320,15 @@ def _write_atomically(dest: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
+def has_symbolic_dims(name_or_path: str) -> bool:
+    """Whether a model's inputs name a dim a run may size (`Step.dims`); an unreadable model
+    has none here (loading it reports why)."""
+    try:
+        return any(spec.symbols for spec in input_specs(name_or_path))
+    except RacefuzzError:
+        return False
+
+
 def size_rank(name_or_path: str) -> int:
     """Order for shrinking: built-ins by `BUILTIN` order, then user models by file size."""
     if name_or_path in BUILTIN:

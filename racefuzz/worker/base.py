@@ -115,7 +115,9 @@ class Host(Protocol):
     def _memory_info(self, profile: Profile) -> Any: ...
     def _value(self, shape: Sequence[int], dtype: Any, mem: Any) -> Any: ...
     def _copy(self, src: Any, dst: Any, host_only: bool, stream: Any = None) -> None: ...
-    def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]: ...
+    def _feeds(
+        self, index: int, session: Any, dims: Sequence[int] = ()
+    ) -> dict[str, np.ndarray[Any, Any]]: ...
     def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]: ...
 
 
@@ -162,11 +164,19 @@ def differences(actual: Sequence[Any], expected: Sequence[Any]) -> str:
     return f"abs {abs_max:.3g} rel {rel_max:.3g} need {need:.3g}"
 
 
-def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray[Any, Any]]:
+def random_feeds(
+    session: Any, seed: int, dims: Sequence[int] = ()
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Inputs for one run; `dims` sizes the symbolic dims in the order the inputs first name
+    them (a step's `dims`), every other unknown dim is 1."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray[Any, Any]] = {}
+    symbols: dict[str, int] = {}
     for inp in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        for d in inp.shape:
+            if isinstance(d, str) and d not in symbols:
+                symbols[d] = dims[len(symbols)] if len(symbols) < len(dims) else 1
+        shape = [d if isinstance(d, int) and d > 0 else symbols.get(str(d), 1) for d in inp.shape]
         if "float" in inp.type:
             feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
         else:

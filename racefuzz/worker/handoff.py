@@ -170,7 +170,10 @@ class HandoffOps:
         # calls synchronize_inputs/outputs (OrtEp::Sync) around the run. Plain: device values.
         mode = step.get("mode") or ""
         s = self.sessions[step["session"]]
-        feeds, mem = self._feeds(index, s.session), self._memory_info(s.profile)
+        feeds, mem = (
+            self._feeds(index, s.session, step.get("dims", ())),
+            self._memory_info(s.profile),
+        )
         expected = self._reference(s.model, feeds)
         binding = s.session.io_binding()
         host_in, host_out = mode.startswith("host_in"), mode == "host_out" or mem is None
@@ -208,7 +211,7 @@ class HandoffOps:
 
     def op_feed(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         a, b = self.sessions[step["session"]], self.sessions[step["peer"]]
-        feeds = self._feeds(index, a.session)
+        feeds = self._feeds(index, a.session, step.get("dims", ()))
         first = self._reference(a.model, feeds)
         # Each input of b takes a's output of the same shape; b must take at least one.
         shapes = {tuple(y.shape): k for k, y in enumerate(first)}
@@ -239,7 +242,7 @@ class HandoffOps:
         if check != "ok":
             return StepResult.checked(check, detail)
         second = b.session.io_binding()
-        rest = self._feeds(index + 1, b.session)
+        rest = self._feeds(index + 1, b.session, step.get("dims", ()))
         for inp in b.session.get_inputs():
             if inp.name in chain:
                 second.bind_ortvalue_input(inp.name, handed[chain[inp.name]])

@@ -70,7 +70,7 @@ def _bind_outputs(host: Host, s: Session, binding: Any) -> None:
 class KeptOps:
     def op_keep(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         s = self.sessions[step["peer"]]
-        feeds = self._feeds(index, s.session)
+        feeds = self._feeds(index, s.session, step.get("dims", ()))
         expected = self._reference(s.model, feeds)
         binding = s.session.io_binding()
         for name, array in feeds.items():
@@ -106,7 +106,11 @@ class KeptOps:
             if not same_backend(v.profile, s.profile):  # as `feed`: one EP configuration
                 return StepResult.skip(Skip.UNFIT, f"{step['peer']} is another EP configuration's")
             name, shape = fit
-            feeds = {k: a for k, a in self._feeds(index, s.session).items() if k != name}
+            feeds = {
+                k: a
+                for k, a in self._feeds(index, s.session, step.get("dims", ())).items()
+                if k != name
+            }
             binding = s.session.io_binding()
             _bind_raw(self, binding, name, v, shape)
             for other, array in feeds.items():

@@ -144,8 +144,10 @@ class Runtime(handoff.HandoffOps, kept.KeptOps, runs.RunOps, env_api.EnvOps):
                 self._references[model] = ref
         return list(ref.run(None, dict(feeds)))
 
-    def _feeds(self, index: int, session: Any) -> dict[str, np.ndarray[Any, Any]]:
-        return random_feeds(session, self.seed * 1_000_003 + index)
+    def _feeds(
+        self, index: int, session: Any, dims: Sequence[int] = ()
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        return random_feeds(session, self.seed * 1_000_003 + index, dims)
 
     # --- ops ----------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def _checked(host: Host, s: Session, feeds: Mapping[str, Any], outputs: Any) -> 
 class RunOps:
     def op_run(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         s = self.sessions[step["session"]]
-        feeds = self._feeds(index, s.session)
+        feeds = self._feeds(index, s.session, step.get("dims", ()))
         with in_flight(self, step["session"]) as options:
             try:
                 outputs = s.session.run(None, feeds, options)
@@ -77,7 +77,7 @@ class RunOps:
 
     def op_run_async(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         s = self.sessions[step["session"]]
-        feeds = self._feeds(index, s.session)
+        feeds = self._feeds(index, s.session, step.get("dims", ()))
         done, box = threading.Event(), dict[str, Any]()
 
         def finished(results: Any, user_data: Any, err: str) -> None:  # on an ORT pool thread
