@@ -11,6 +11,7 @@ import pytest
 
 from racefuzz.execute import executor
 from racefuzz.judge.outcome import RunResult
+from racefuzz.schedule.contract import breaches
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
 
@@ -68,3 +69,26 @@ def test_b22_is_seen_by_a_run_reading_the_value_in_place_only(testbed_library: P
     assert not executor.run(b22, schedule("mgx", bind())).findings
     assert not executor.run(b22, schedule("dml", update, bind())).findings
     assert not executor.run(load_target("testbed"), schedule("mgx", update, bind())).findings
+
+
+def test_reading_a_value_whose_stream_upload_nothing_ordered_is_the_callers_breach() -> None:
+    on_stream = Step(0, Op.UPLOAD, value="v1", mode="stream")
+    unordered = schedule("mgx", bind(), on_stream, bind("again"))
+    assert [(b.step, b.rule) for b in breaches(unordered)] == [
+        (5, "bind reads v1 while its upload on a sync stream is not ordered before it")
+    ]
+    # A copy without a stream waits for every stream first: after it the run may read.
+    ordered = schedule("mgx", on_stream, Step(0, Op.READ, value="v1"), bind())
+    assert breaches(ordered) == []
+
+
+def test_an_upload_beside_another_call_on_its_value_is_the_applications_own_race() -> None:
+    upload = Step(1, Op.UPLOAD, value="v1", group=1)
+    racing = Schedule(
+        2, (*schedule("mgx").steps, Step(0, Op.BIND, session="s1", peer="v1", group=1), upload), "x"
+    )
+    assert [b.step for b in breaches(racing)] == [4]
+    apart = Schedule(
+        2, (*schedule("mgx").steps, Step(0, Op.RUN, session="s1", group=1), upload), "x"
+    )
+    assert breaches(apart) == []

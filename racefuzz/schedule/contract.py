@@ -17,8 +17,17 @@ The rules, from `onnxruntime_c_api.h` (ORT 1.31):
   looks them up afresh for every step, and `problems()` already forbids using a library's
   devices while it is not registered or while a step of the same overlap group unregisters it.
 
-The first rule is checked by `racefuzz.schedule.rules` (`unregister-in-use` of its contract set),
-the one walk that generation, replay and shrinking check schedules with.
+- A copy on a stream is asynchronous: ORT leaves ordering it to the caller (`CopyTensors`: "can
+  be used to perform the copy asynchronously"), and Python has no call that waits for an
+  `OrtSyncStream`. A run reading a kept value in place (`bind`) after an `upload [stream]` of it
+  breaks the contract unless a copy without a stream (a `read`, a plain `upload`), which waits
+  for every stream first as the legacy default stream does, came between.
+- Kept values are the application's own memory: an `upload` of a value beside another call on
+  it in one overlap group is the application's data race, not the EP's.
+
+The rules are checked by `racefuzz.schedule.rules` (`unregister-in-use`, `unordered-upload`,
+`value-write-race` of its contract set), the one walk that generation, replay and shrinking check
+schedules with.
 
 Everything else a schedule can express (concurrent session creation, runs of one session from
 several threads, copies beside runs) is allowed by ORT's documentation: sessions and

@@ -35,6 +35,8 @@ class Step(Protocol):
     @property
     def library(self) -> str | None: ...
     @property
+    def value(self) -> str | None: ...
+    @property
     def dims(self) -> tuple[int, ...]: ...
     @property
     def group(self) -> int | None: ...
@@ -69,6 +71,7 @@ class GroupRun:
     # (kind, name) -> the first step naming it, its op, and whether it makes it
     named: dict[tuple[str, str], tuple[int, Op, bool]] = field(default_factory=dict)
     registers: list[str] = field(default_factory=list)  # keys its (un)register steps touch
+    uploads: set[str] = field(default_factory=set)  # values an `upload` of the group writes
     # steps that need a library registered, with the profiles they work on
     needs: list[tuple[int, Op, list[str | None]]] = field(default_factory=list)
 
@@ -78,6 +81,7 @@ class GroupRun:
             threads=set(self.threads),
             named=dict(self.named),
             registers=list(self.registers),
+            uploads=set(self.uploads),
             needs=list(self.needs),
         )
 
@@ -96,6 +100,9 @@ class Prefix:
     made_with: dict[tuple[Subject, str], str | None] = field(default_factory=dict)
     # The contract's view: (kind, name) -> the profile it lives on, in the order made.
     in_use: dict[tuple[Subject, str], str] = field(default_factory=dict)
+    # Values whose last write was an `upload [stream]` nothing has ordered since (a copy
+    # without a stream, `read` or a plain `upload`, waits for every stream first).
+    unordered: set[str] = field(default_factory=set)
     groups_seen: set[int] = field(default_factory=set)
     run: GroupRun | None = None  # the group the last step is in
     base: Prefix | None = None  # the model where that group began
@@ -108,6 +115,7 @@ class Prefix:
             alive={k: set(v) for k, v in self.alive.items()},
             made_with=dict(self.made_with),
             in_use=dict(self.in_use),
+            unordered=set(self.unordered),
             groups_seen=set(self.groups_seen),
             run=self.run.copy() if self.run is not None else None,
         )  # `base` is never changed once taken: shared
@@ -161,6 +169,10 @@ class Prefix:
         for kind in LIVE_KINDS:
             if spec.makes(kind) and (name := getattr(s, kind.value)) is not None:
                 self.made_with[(kind, name)] = s.profile
+        if s.op is Op.UPLOAD and s.mode == "stream" and s.value is not None:
+            self.unordered.add(s.value)
+        elif s.op in (Op.UPLOAD, Op.READ, Op.FREE) and s.value is not None:
+            self.unordered.discard(s.value)
         if s.op is Op.CREATE:
             self.created_any = self.created_any or s.session is not None
             self.first_create = i if self.first_create is None else self.first_create
@@ -183,6 +195,8 @@ class Prefix:
             run.named.setdefault((kind, name), (i, s.op, makes))
         if is_lifecycle(s.op):
             run.registers.append(s.library or "*")
+        if s.op is Op.UPLOAD and s.value is not None:
+            run.uploads.add(s.value)
         if SPECS[s.op].needs_registration:
             run.needs.append((i, s.op, self.step_profiles(s)))
 

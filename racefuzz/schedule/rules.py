@@ -81,6 +81,8 @@ _GENERATOR_RULES = [
 RULE_SETS: Mapping[str, Rules] = {
     **dict.fromkeys(_WELL_FORMED_RULES, Rules.WELL_FORMED),
     "unregister-in-use": Rules.CONTRACT,
+    "unordered-upload": Rules.CONTRACT,
+    "value-write-race": Rules.CONTRACT,
     **dict.fromkeys(_GENERATOR_RULES, Rules.GENERATOR),
 }
 # Group rules are reported after every step's, group by group, in the order they are listed here.
@@ -232,8 +234,10 @@ def _problems(
         yield from _well_formed(m, threads, s, i, rs.library_of)
         if group is not None:
             yield from _overlaps(m, s, i, group, rs.library_of)
-    if contract and s.op is Op.UNREGISTER:  # the one call the contract rules restrict
+    if contract and s.op is Op.UNREGISTER:
         yield from _contract(m, s, i, group, rs.library_of)
+    if contract:
+        yield from _kept_values(m, s, i, group)
     if generator:
         yield from _generator(m, threads, s, i, group, rs)
 
@@ -359,6 +363,26 @@ def _contract(
     if users:
         what = "every library" if key == "*" else key
         yield _at(i, "unregister-in-use", f"unregister of {what} while {', '.join(users)} alive")
+
+
+def _kept_values(m: Prefix, s: Step, i: int, group: int | None) -> Iterator[Problem]:
+    """Kept values are the application's memory: writing one while another call of the same
+    group reads or writes it is the application's own data race, and a run must not read one
+    whose upload on a stream nothing has ordered before it (ORT leaves a stream copy's order
+    to the caller, and Python cannot wait for a stream)."""
+    values = [name for kind, name, _ in s.names() if kind is Subject.VALUE]
+    unordered = m.unordered | (m.base.unordered if group is not None and m.base else set())
+    if s.op is Op.BIND and s.peer in unordered:
+        text = f"bind reads {s.peer} while its upload on a sync stream is not ordered before it"
+        yield _at(i, "unordered-upload", text)
+    run = m.run_of(group)
+    if run is None:
+        return
+    for name in values:
+        beside = name in run.uploads or (s.op is Op.UPLOAD and ("value", name) in run.named)
+        if beside:
+            text = f"'{s.op}' of {name} beside an upload of it in group {group}"
+            yield _at(i, "value-write-race", f"{text} (the application's own data race)")
 
 
 def _generator(
