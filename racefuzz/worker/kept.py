@@ -21,7 +21,7 @@ import numpy as np
 import onnxruntime as ort
 
 from racefuzz.worker.base import Host, Session, Value, compare, own_code
-from racefuzz.worker.handoff import bound_device, same_backend, where_check
+from racefuzz.worker.handoff import bound_device, where_check
 from racefuzz.worker.protocol import Skip, StepResult
 
 own_code(__file__)
@@ -103,8 +103,10 @@ class KeptOps:
             if fit is None or int(np.prod(fit[1])) > v.data.size:
                 why = "has no float input" if fit is None else f"needs {fit[1]}"
                 return StepResult.skip(Skip.UNFIT, f"{step['session']} {why}")
-            if not same_backend(v.profile, s.profile):  # as `feed`: one EP configuration
-                return StepResult.skip(Skip.UNFIT, f"{step['peer']} is another EP configuration's")
+            # In place: the value's own device and EP configuration. Another device's memory
+            # would be copied by ORT at bind time, which `feed` and `run_bound` already reach.
+            if v.profile.name != s.profile.name:
+                return StepResult.skip(Skip.UNFIT, f"{step['peer']} is another profile's memory")
             name, shape = fit
             feeds = {
                 k: a
