@@ -43,6 +43,7 @@ TENSORRT_EP = "TensorrtExecutionProvider"  # it takes no MatMul: the MLPs would 
 # Measured (gpu.md): GPU float maths differs from ORT's CPU EP by reassociation and fused
 # multiply-add, well inside these; a routing or ordering bug is orders of magnitude beyond.
 _GPU_TOLERANCE = (1e-3, 1e-3)  # rtol, atol
+_TF32_TOLERANCE = (1e-2, 1e-2)
 
 
 def package_library(module: str, pip_name: str, who: str, pre: bool = False) -> Path:
@@ -175,7 +176,9 @@ def cuda_target() -> Target:
         models=_CUDA_MODELS,
         env=FrozenMap({"LD_LIBRARY_PATH": nvidia_library_path()}),
         aliases=FrozenMap({"dml": "cuda", "mgx": "cuda-b"}),
-        tolerance=_GPU_TOLERANCE,
+        # Measured on an H200 (doctor, onnxruntime-gpu 1.31.1): MatMuls in TF32, ORT's default,
+        # differ from the CPU EP by up to 1.9e-3; a race's zeros or garbage are far beyond 1e-2.
+        tolerance=_TF32_TOLERANCE,
     )
 
 
