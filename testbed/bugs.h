@@ -39,9 +39,11 @@ enum class Bug : int {
   kPipelinesFlushedMidRun = 21,  // B21: CreateEp/ReleaseEp flush pipelines a run in flight holds
   // Not a seed behaviour: a kept value a session reads in place, after public reports.
   kUpdateOffStream = 22,  // B22: an upload into a written block goes to the copy engine
+  // Not a seed behaviour: memory a C or C++ application still holds after ReleaseSession.
+  kReleaseFreesSessionBlocks = 23,  // B23: ReleaseEp frees the blocks its allocator handed out
 };
 
-inline constexpr int kBugCount = 22;
+inline constexpr int kBugCount = 23;
 
 bool Enabled(Bug bug);
 

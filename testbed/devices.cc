@@ -86,6 +86,15 @@ void Forget(const void* p) {
   g_homes.erase(reinterpret_cast<uintptr_t>(p));
 }
 
+std::vector<void*> BlocksOf(int64_t session) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<void*> out;
+  for (const auto& [address, home] : g_homes) {
+    if (home.session == session) out.push_back(reinterpret_cast<void*>(address));
+  }
+  return out;
+}
+
 Home Of(const void* p) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_homes.find(reinterpret_cast<uintptr_t>(p));

@@ -38,6 +38,8 @@ struct Home {
 void Record(const void* p, int device, int64_t session);
 void Forget(const void* p);
 Home Of(const void* p);
+// Every block `session`'s OrtEp allocators handed out that is still alive (B23).
+std::vector<void*> BlocksOf(int64_t session);
 // Marks a recorded block as filled by an environment upload; whether it had been before.
 bool MarkWritten(const void* p);
 

@@ -31,6 +31,8 @@ class TestbedEp : public OrtEp {
   TestbedEp& operator=(const TestbedEp&) = delete;
 
   Backend* backend() const { return backend_; }
+  Backend* allocator_backend() const { return allocator_backend_; }
+  int64_t session() const { return session_; }
   // Live sessions that shared this one's backend when it was created (diagnostics only).
   void set_peers_at_creation(size_t peers) { peers_at_creation_ = peers; }
   // The device ORT pinned the session to, and the one it really uses (they differ under B16).

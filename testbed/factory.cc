@@ -31,8 +31,9 @@ namespace slot {
 namespace {
 
 // B8 widens the window between the two plain stores so that two sessions constructed at once
-// on two threads interleave inside it within a few tries.
-constexpr std::chrono::milliseconds kTornWriteWindow{5};
+// on two threads interleave inside it within a few tries, even when a busy machine delays one
+// thread by a scheduler slice or more (5 ms once gave 0 hits in 20 replays under CI load).
+constexpr std::chrono::milliseconds kTornWriteWindow{30};
 
 struct AtomicFields {
   std::atomic<Backend*> backend{nullptr};
@@ -313,6 +314,15 @@ void ORT_API_CALL TestbedFactory::ReleaseEpImpl(OrtEpFactory* this_ptr, OrtEp* e
   if (!Enabled(Bug::kUseAfterRelease)) static_cast<TestbedFactory*>(this_ptr)->Forget(doomed);
   if (Enabled(Bug::kProgramsFreedOnLastRelease)) ProgramsDropped();
   shared::SessionReleased(doomed->backend());  // B20: destroys the backend's shared context
+  if (Enabled(Bug::kReleaseFreesSessionBlocks)) {
+    // B23: the session's blocks are freed with it, as a per-session pool torn down with the EP.
+    // ORT keeps a session's allocator, and the tensors made from it, alive past ReleaseSession
+    // (a C or C++ application's outputs outlive their session), so this frees live memory.
+    Backend* pool = doomed->allocator_backend();
+    for (void* p : devices::BlocksOf(doomed->session())) {
+      if (pool->Owns(p)) pool->Drop(p);
+    }
+  }
   delete doomed;  // last: the EP's destructor may drop the factory's final reference
 }
 

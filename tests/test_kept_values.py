@@ -77,9 +77,21 @@ def test_reading_a_value_whose_stream_upload_nothing_ordered_is_the_callers_brea
     assert [(b.step, b.rule) for b in breaches(unordered)] == [
         (5, "bind reads v1 while its upload on a sync stream is not ordered before it")
     ]
-    # A copy without a stream waits for every stream first: after it the run may read.
-    ordered = schedule("mgx", on_stream, Step(0, Op.READ, value="v1"), bind())
-    assert breaches(ordered) == []
+    # Python has no call that waits for a stream, and a plain copy does not on every EP: a read
+    # or another upload is a breach too; only dropping the value is left.
+    read = schedule("mgx", on_stream, Step(0, Op.READ, value="v1"), bind())
+    assert [(b.step, b.rule) for b in breaches(read)] == [
+        (4, "read reads v1 while its upload on a sync stream is not ordered before it"),
+        (5, "bind reads v1 while its upload on a sync stream is not ordered before it"),
+    ]
+    assert breaches(schedule("mgx", on_stream, Step(0, Op.FREE, value="v1"))) == []
+    unordered_copy = Schedule(1, (*schedule("mgx").steps[:2], _copy("stream_unordered")), "c")
+    assert [b.rule.split()[0] for b in breaches(unordered_copy)] == ["copy"]
+    assert breaches(Schedule(1, (*schedule("mgx").steps[:2], _copy("stream")), "c")) == []
+
+
+def _copy(mode: str) -> Step:
+    return Step(0, Op.COPY, profile="mgx", mode=mode)
 
 
 def test_an_upload_beside_another_call_on_its_value_is_the_applications_own_race() -> None:

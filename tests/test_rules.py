@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from racefuzz.schedule import contract
+from racefuzz.schedule.contract_rules import needs
 from racefuzz.schedule.model import MAX_JITTER_US, Op, Schedule, Step, make_step, problems
 from racefuzz.schedule.op_table import LIVE_KINDS, NAME_FIELDS, SPECS, Effect, Subject, maker
 from racefuzz.schedule.rules import (
@@ -28,7 +29,6 @@ from racefuzz.schedule.rules import (
     Rules,
     RuleSet,
     check_schedule,
-    needs,
 )
 from racefuzz.strategies import make
 from racefuzz.strategies.base import State, enabled_steps
@@ -347,7 +347,9 @@ def test_problems_and_breaches_keep_their_semantics(drawn: tuple[Space, Schedule
     space, schedule = drawn
     for library_of in (None, space.library_for):
         assert problems(schedule, library_of) == _reference_problems(schedule, library_of)
-        assert contract.breaches(schedule, library_of) == _reference_breaches(schedule, library_of)
+        # The reference knows the unregister rule only; later rules have tests of their own.
+        found = [b for b in contract.breaches(schedule, library_of) if b.rule.startswith("unreg")]
+        assert found == _reference_breaches(schedule, library_of)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

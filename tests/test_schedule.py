@@ -99,7 +99,7 @@ MALFORMED = [
         '{"version": 1, "threads": 1, "steps": [{"thread": 0, "op": "jump"}]}',
         "f.json: step 0: unknown op 'jump' (one of register, unregister, create, run, run_bound, "
         "copy, alloc, read, free, release, feed, run_async, terminate, share, hold, resume, "
-        "keep, bind, upload)",
+        "keep, bind, upload, hard_release)",
     ),
     (
         '{"version": 1, ' + STEPS_OK[:-1] + ', "color": 1}]}',

@@ -263,7 +263,8 @@ def judge(
     """The result with its findings, one per signature (the earliest step wins).
 
     A finding at or after the schedule's first breach of ORT's contract (`schedule.contract`,
-    with `library_of` mapping profiles to EP libraries) is labelled misuse; so is one with no
+    with `library_of` mapping profiles to EP libraries), or in the breach's overlap group, is
+    labelled misuse; so is one with no
     step to place it (a misroute), since the breach may be what caused it. `ep_modules` are the
     file names of the EP libraries, whose frames identify a sanitizer report. `by_overlap`
     (the target's `cluster_by = "overlap"`) tags each finding with its overlap group's shape.
@@ -279,9 +280,12 @@ def judge(
     found.extend(abi_findings(result))
     breach = contract.first_breach(result.schedule, library_of)
     if breach is not None:
+        # Steps of one overlap group run in any order: the breach may come first in any of them.
+        groups = result.schedule.groups()
+        since = next((a for a, b in groups if a <= breach.step < b), breach.step)
         found = [
             replace(f, misuse=f"step {breach.step}: {breach.rule}")
-            if f.step is None or f.step >= breach.step
+            if f.step is None or f.step >= since
             else f
             for f in found
         ]

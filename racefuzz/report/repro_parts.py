@@ -118,6 +118,7 @@ JUDGE_MODULES = (
     "racefuzz.atomic_file",
     "racefuzz.schedule.op_table",
     "racefuzz.schedule.prefix",
+    "racefuzz.schedule.contract_rules",
     "racefuzz.schedule.rules",
     "racefuzz.schedule.model",
     "racefuzz.schedule.contract",

@@ -19,15 +19,24 @@ The rules, from `onnxruntime_c_api.h` (ORT 1.31):
 
 - A copy on a stream is asynchronous: ORT leaves ordering it to the caller (`CopyTensors`: "can
   be used to perform the copy asynchronously"), and Python has no call that waits for an
-  `OrtSyncStream`. A run reading a kept value in place (`bind`) after an `upload [stream]` of it
-  breaks the contract unless a copy without a stream (a `read`, a plain `upload`), which waits
-  for every stream first as the legacy default stream does, came between.
+  `OrtSyncStream`; a copy without a stream does not wait for one either on every EP (ORT's CUDA
+  EP's streams are non-blocking: its plain copy reads zeros or old bytes). So after an
+  `upload [stream]` of a kept value every later call on it but `free` (a `bind` or `read` of it,
+  another `upload`) breaks the contract, and `copy [stream_unordered]`, whose read back is not on
+  the upload's stream, is a breach by itself.
+- `ReleaseSession` (`hard_release`, the C API's release): a session must not be released while
+  another thread is inside one of its calls, so a `hard_release` beside a step on the same
+  session in one overlap group, or after a call of it that a `hold` parks inside ORT, is a
+  breach. Values the session made are the application's: they may outlive it (ORT keeps the
+  allocator they came from). A plain `release` only drops Python's reference, which a call in
+  flight also holds, so it never breaks this rule.
 - Kept values are the application's own memory: an `upload` of a value beside another call on
   it in one overlap group is the application's data race, not the EP's.
 
-The rules are checked by `racefuzz.schedule.rules` (`unregister-in-use`, `unordered-upload`,
-`value-write-race` of its contract set), the one walk that generation, replay and shrinking check
-schedules with.
+The rules (`unregister-in-use`, `unordered-upload`, `unordered-copy`, `value-write-race`,
+`release-in-use`) are
+`racefuzz.schedule.contract_rules`, checked by `racefuzz.schedule.rules`: the one walk that
+generation, replay and shrinking check schedules with.
 
 Everything else a schedule can express (concurrent session creation, runs of one session from
 several threads, copies beside runs) is allowed by ORT's documentation: sessions and
@@ -38,8 +47,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from racefuzz.schedule.contract_rules import LibraryOf
 from racefuzz.schedule.model import Schedule
-from racefuzz.schedule.rules import LibraryOf, Rules, RuleSet, check_schedule
+from racefuzz.schedule.rules import Rules, RuleSet, check_schedule
 
 __all__ = ["LibraryOf"]  # re-exported: the type of `library_of`, for callers passing one on
 

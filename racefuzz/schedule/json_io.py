@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from racefuzz.atomic_file import write_text
+from racefuzz.schedule.contract_rules import LibraryOf
 from racefuzz.schedule.model import (
     MAX_STEPS,
     MAX_THREADS,
@@ -25,7 +26,6 @@ from racefuzz.schedule.model import (
     Step,
     problems,
 )
-from racefuzz.schedule.rules import LibraryOf
 
 
 def to_json_obj(schedule: Schedule) -> dict[str, Any]:

@@ -63,6 +63,7 @@ class Op(StrEnum):
     KEEP = "keep"
     BIND = "bind"
     UPLOAD = "upload"
+    HARD_RELEASE = "hard_release"
 
 
 class Subject(StrEnum):
@@ -389,11 +390,22 @@ SPECS: Mapping[Op, OpSpec] = {
             weight=1.0,
             race_as="copy",
         ),
+        # ReleaseSession through the C API, as a C or C++ application releases a session: now,
+        # whatever Python still holds (kept values and bindings keep a Python session alive).
+        OpSpec(
+            Op.HARD_RELEASE,
+            "release a session through the C API now, while values it made stay alive",
+            _SES,
+            _ENDS,
+            ("session",),
+            weight=0.6,
+            race_as="release",
+        ),
     )
 }
 
 # Ops made through ORT's C API by racefuzz's native helper (racefuzz/native/envapi.c).
-C_API_OPS = frozenset({Op.SHARE})
+C_API_OPS = frozenset({Op.SHARE, Op.HARD_RELEASE})
 
 # Ops only a target with the EP-ABI layer offers.
 LAYER_OPS = frozenset({Op.HOLD, Op.RESUME})

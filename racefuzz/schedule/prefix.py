@@ -100,9 +100,12 @@ class Prefix:
     made_with: dict[tuple[Subject, str], str | None] = field(default_factory=dict)
     # The contract's view: (kind, name) -> the profile it lives on, in the order made.
     in_use: dict[tuple[Subject, str], str] = field(default_factory=dict)
-    # Values whose last write was an `upload [stream]` nothing has ordered since (a copy
-    # without a stream, `read` or a plain `upload`, waits for every stream first).
+    # Values an `upload [stream]` wrote: nothing Python can call orders that upload before a
+    # later use (see `racefuzz.schedule.contract`), so they stay here until freed.
     unordered: set[str] = field(default_factory=set)
+    # Sessions with a `hold` armed and no `resume` since -> whether a call of it came after the
+    # hold (then it may be parked inside ORT, in flight until the resume).
+    holds: dict[str, bool] = field(default_factory=dict)
     groups_seen: set[int] = field(default_factory=set)
     run: GroupRun | None = None  # the group the last step is in
     base: Prefix | None = None  # the model where that group began
@@ -116,9 +119,15 @@ class Prefix:
             made_with=dict(self.made_with),
             in_use=dict(self.in_use),
             unordered=set(self.unordered),
+            holds=dict(self.holds),
             groups_seen=set(self.groups_seen),
             run=self.run.copy() if self.run is not None else None,
         )  # `base` is never changed once taken: shared
+
+    @property
+    def parked(self) -> set[str]:
+        """Sessions a call of which may be parked by a hold right now."""
+        return {name for name, called in self.holds.items() if called}
 
     def run_of(self, group: int | None) -> GroupRun | None:
         """The group a step of `group` would continue, if it continues one."""
@@ -171,12 +180,24 @@ class Prefix:
                 self.made_with[(kind, name)] = s.profile
         if s.op is Op.UPLOAD and s.mode == "stream" and s.value is not None:
             self.unordered.add(s.value)
-        elif s.op in (Op.UPLOAD, Op.READ, Op.FREE) and s.value is not None:
+        elif s.op is Op.FREE and s.value is not None:
             self.unordered.discard(s.value)
+        self._record_holds(s)
         if s.op is Op.CREATE:
             self.created_any = self.created_any or s.session is not None
             self.first_create = i if self.first_create is None else self.first_create
         self.count += 1
+
+    def _record_holds(self, s: Step) -> None:
+        if s.session is None:
+            return
+        if s.op is Op.HOLD:
+            self.holds.setdefault(s.session, False)
+        elif s.op in (Op.RESUME, Op.RELEASE, Op.HARD_RELEASE):
+            self.holds.pop(s.session, None)
+        for kind, name, _ in s.names():
+            if kind is Subject.SESSION and name in self.holds and s.op is not Op.HOLD:
+                self.holds[name] = True
 
     def _record_group(self, s: Step, i: int) -> None:
         """The overlap group `s` is in, and the model where it began."""

@@ -23,19 +23,25 @@ set (`check`, `accepts`), and a generator may record steps before it knows its s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import Flag, auto
 from typing import Protocol
 
+from racefuzz.schedule.contract_rules import (
+    CONTRACT_RULES,
+    LibraryOf,
+    Problem,
+    contract_problems,
+)
+from racefuzz.schedule.contract_rules import at as _at
 from racefuzz.schedule.op_table import NAME_FIELDS, SPECS, Op, Subject, maker
 from racefuzz.schedule.prefix import Prefix, Schedule, Step, group_names, is_lifecycle
 
 MAX_JITTER_US = 100_000
 # A step's dims: at most this many, each in 1..MAX_DIM (big enough for size-dependent kernels).
 MAX_DIMS, MAX_DIM = 4, 4096
-LibraryOf = Callable[[str], "str | None"]
 
 
 class Rules(Flag):
@@ -80,9 +86,7 @@ _GENERATOR_RULES = [
 ]
 RULE_SETS: Mapping[str, Rules] = {
     **dict.fromkeys(_WELL_FORMED_RULES, Rules.WELL_FORMED),
-    "unregister-in-use": Rules.CONTRACT,
-    "unordered-upload": Rules.CONTRACT,
-    "value-write-race": Rules.CONTRACT,
+    **dict.fromkeys(CONTRACT_RULES, Rules.CONTRACT),
     **dict.fromkeys(_GENERATOR_RULES, Rules.GENERATOR),
 }
 # Group rules are reported after every step's, group by group, in the order they are listed here.
@@ -94,21 +98,6 @@ _GROUP_RANK = {
     "overlap-first-create": 3,
     "overlap-lifecycle": 4,
 }
-
-
-@dataclass(frozen=True)
-class Problem:
-    step: int | None  # None: the schedule as a whole
-    rule: str  # a stable id, one of `RULE_SETS`
-    text: str  # one line, `step N: ...` where it has a step
-
-    def __str__(self) -> str:
-        return self.text
-
-    @property
-    def detail(self) -> str:
-        """The text without its `step N: ` prefix."""
-        return self.text if self.step is None else self.text.removeprefix(f"step {self.step}: ")
 
 
 class Bounds(Protocol):
@@ -143,11 +132,6 @@ class RuleSet:
         rules = self.rules
         sets = (Rules.WELL_FORMED in rules, Rules.CONTRACT in rules, Rules.GENERATOR in rules)
         object.__setattr__(self, "sets", sets)
-
-
-def needs(key: str, library: str | None) -> bool:
-    """Whether something on `library` depends on the registration `key` ("*": every library)."""
-    return library is not None and (key == "*" or library in (key, "*"))
 
 
 class Checker:
@@ -220,10 +204,6 @@ def check_schedule(schedule: Schedule, rules: RuleSet | None = None) -> list[Pro
 # --- the rules ---------------------------------------------------------------------------------
 
 
-def _at(i: int, rule: str, text: str) -> Problem:
-    return Problem(i, rule, f"step {i}: {text}")
-
-
 def _problems(
     m: Prefix, threads: int, s: Step, group: int | None, rs: RuleSet
 ) -> Iterator[Problem]:
@@ -234,10 +214,8 @@ def _problems(
         yield from _well_formed(m, threads, s, i, rs.library_of)
         if group is not None:
             yield from _overlaps(m, s, i, group, rs.library_of)
-    if contract and s.op is Op.UNREGISTER:
-        yield from _contract(m, s, i, group, rs.library_of)
     if contract:
-        yield from _kept_values(m, s, i, group)
+        yield from contract_problems(m, s, i, group, rs.library_of)
     if generator:
         yield from _generator(m, threads, s, i, group, rs)
 
@@ -343,46 +321,6 @@ def _clash(
     return any(
         lib is not None and ("*" in registers or lib in registers or lib == "*") for lib in libs
     )
-
-
-def _contract(
-    m: Prefix, s: Step, i: int, group: int | None, library_of: LibraryOf | None
-) -> Iterator[Problem]:
-    """An unregister while a session or value on one of the library's profiles is alive. Steps
-    of a group run in any order: a release beside the unregister may come after it, so a grouped
-    unregister is judged against what was alive when the group began as well."""
-    key, pool = s.library or "*", m.in_use
-    if m.run_of(group) is not None:
-        assert m.base is not None
-        pool = pool | m.base.in_use
-    users = [
-        f"{kind} {name} ({profile})"
-        for (kind, name), profile in pool.items()
-        if needs(key, library_of(profile) if library_of is not None else "*")
-    ]
-    if users:
-        what = "every library" if key == "*" else key
-        yield _at(i, "unregister-in-use", f"unregister of {what} while {', '.join(users)} alive")
-
-
-def _kept_values(m: Prefix, s: Step, i: int, group: int | None) -> Iterator[Problem]:
-    """Kept values are the application's memory: writing one while another call of the same
-    group reads or writes it is the application's own data race, and a run must not read one
-    whose upload on a stream nothing has ordered before it (ORT leaves a stream copy's order
-    to the caller, and Python cannot wait for a stream)."""
-    values = [name for kind, name, _ in s.names() if kind is Subject.VALUE]
-    unordered = m.unordered | (m.base.unordered if group is not None and m.base else set())
-    if s.op is Op.BIND and s.peer in unordered:
-        text = f"bind reads {s.peer} while its upload on a sync stream is not ordered before it"
-        yield _at(i, "unordered-upload", text)
-    run = m.run_of(group)
-    if run is None:
-        return
-    for name in values:
-        beside = name in run.uploads or (s.op is Op.UPLOAD and ("value", name) in run.named)
-        if beside:
-            text = f"'{s.op}' of {name} beside an upload of it in group {group}"
-            yield _at(i, "value-write-race", f"{text} (the application's own data race)")
 
 
 def _generator(

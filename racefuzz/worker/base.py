@@ -138,10 +138,16 @@ def compare(
             return "zeroed", f"output {k}: all zeros"
         if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
             diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
-            at = np.unravel_index(int(np.nanargmax(diff)), diff.shape)
+            nan = np.isnan(diff) & ~(np.isnan(a) & np.isnan(e))
+            diff[np.isnan(diff)] = 0.0
+            if nan.any():  # NaN where the reference has a number (or the other way round)
+                at = np.unravel_index(int(np.argmax(nan)), diff.shape)
+                where = [int(i) for i in at]
+                return "mismatch", f"output {k}: {int(nan.sum())} NaN differences, first at {where}"
+            at = np.unravel_index(int(np.argmax(diff)), diff.shape)
             return (
                 "mismatch",
-                f"output {k}: max |diff| {float(np.nanmax(diff)):.3g} at {[int(i) for i in at]}",
+                f"output {k}: max |diff| {float(np.max(diff)):.3g} at {[int(i) for i in at]}",
             )
     return "ok", differences(actual, expected) if measure else ""
 
@@ -156,6 +162,8 @@ def differences(actual: Sequence[Any], expected: Sequence[Any]) -> str:
         if a.size == 0:
             continue
         diff = np.abs(a - e)
+        if np.isnan(diff).all():
+            continue  # NaN in the same places only (allclose's equal_nan)
         abs_max = max(abs_max, float(np.nanmax(diff)))
         need = max(need, float(np.nanmax(diff / (1.0 + np.abs(e)))))
         big = np.abs(e) > 1e-3

@@ -1,4 +1,4 @@
-"""`share`, and the environment-level calls of ORT's C API it needs that Python does not expose.
+"""`share` and `hard_release`: the calls of ORT's C API they need, which Python does not expose.
 
 `share` replaces the environment's shared allocator of a profile's device memory with a new one
 (`CreateSharedAllocator`, as an application does to change its configuration), before or after
@@ -11,6 +11,11 @@ there, `OrtApiBase::GetApi` gives the process's OrtApi table, and each call is r
 its index: the table only ever grows at its end, so an index never changes (ORT's ABI rule).
 The indices below are those of onnxruntime_c_api.h; API version 23 (ORT 1.23) is the first with
 shared allocators for EP devices.
+
+`hard_release` calls ReleaseSession on a session Python still holds, as a C or C++ application
+does: kept values and bindings keep a Python session alive, but an OrtValue of the C API outlives
+its session (ORT keeps its allocator), so a C++ application's values may outlive it too. The
+OrtSession* is found through the binding's memory layout (`native_session`), checked twice.
 
 Part of the worker's ops (`Runtime` mixes `EnvOps` in); imports only the stdlib, onnxruntime and
 `base`/`protocol`, and `repro.py` embeds it.
@@ -42,6 +47,9 @@ _HARDWARE_DEVICE_ID = 310
 _EP_DEVICE_EP_NAME = 312
 _EP_DEVICE_DEVICE = 316
 _CREATE_SHARED_ALLOCATOR = 375
+_SESSION_GET_INPUT_COUNT = 30
+_SESSION_GET_OUTPUT_COUNT = 31
+_RELEASE_SESSION = 95
 _ORT_LOGGING_LEVEL_WARNING = 2
 _ORT_DEVICE_ALLOCATOR = 0  # OrtAllocatorType: the only type CreateSharedAllocator takes
 
@@ -132,6 +140,56 @@ def create_shared_allocator(helper: str, ep_name: str, device_id: int, mem_type:
         _call(t, _RELEASE_ENV, None, (_P, env))
 
 
+# A pybind11 instance holds its C++ object's address right after the PyObject header.
+_PYBIND_VALUE = 16
+
+
+class NotReachable(Exception):
+    """This onnxruntime's Python session does not lay out as `native_session` expects."""
+
+
+def _word(address: int) -> int:
+    return ctypes.c_void_p.from_address(address).value or 0
+
+
+def native_session(helper: str, session: Any) -> tuple[int, int]:
+    """(the OrtSession* of a Python `InferenceSession`, the address of the pointer that owns it).
+
+    ORT's Python binding gives neither. An IOBinding's C++ object starts with its session's
+    pointer, and the session's own C++ object (whose memory `malloc_usable_size` bounds) holds
+    the one pointer that owns it: found in both places, and the C API's input and output
+    counts matching Python's, it is the session. Anything else raises `NotReachable`."""
+    binding = session.io_binding()._iobinding
+    handle = _word(_word(id(binding) + _PYBIND_VALUE))
+    owner = _word(id(session._sess) + _PYBIND_VALUE)
+    if not handle or not owner:
+        raise NotReachable("no native session behind the Python objects")
+    libc = ctypes.CDLL(None)
+    libc.malloc_usable_size.restype = ctypes.c_size_t
+    libc.malloc_usable_size.argtypes = [_P]
+    size = libc.malloc_usable_size(owner)
+    slots = [owner + off for off in range(0, size - 7, 8) if _word(owner + off) == handle]
+    if len(slots) != 1:
+        raise NotReachable(f"{len(slots)} owning pointers to the session, not one")
+    t = _table(helper)
+    for slot, names in (
+        (_SESSION_GET_INPUT_COUNT, session.get_inputs()),
+        (_SESSION_GET_OUTPUT_COUNT, session.get_outputs()),
+    ):
+        n = ctypes.c_size_t()
+        _ok(t, slot, (_P, handle), (ctypes.POINTER(ctypes.c_size_t), ctypes.byref(n)))
+        if n.value != len(names):
+            raise NotReachable("the C API and Python disagree on the session's inputs")
+    return handle, slots[0]
+
+
+def hard_release(helper: str, handle: int, owning: int) -> None:
+    """ReleaseSession now, on what `native_session` found. The Python session gives up
+    ownership first, so that it never frees the session again; it must not be used after."""
+    ctypes.c_void_p.from_address(owning).value = None
+    _call(_table(helper), _RELEASE_SESSION, None, (_P, handle))
+
+
 class EnvOps:
     def op_share(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
         profile = self.profiles[step["profile"]]
@@ -142,4 +200,18 @@ class EnvOps:
         device_id = self._devices(profile)[0].device.device_id
         default_memory = int(ort.OrtDeviceMemoryType.DEFAULT)
         create_shared_allocator(self.env_api, profile.ep_name, device_id, default_memory)
+        return StepResult()
+
+    def op_hard_release(self: Host, index: int, step: Mapping[str, Any]) -> StepResult:
+        if not self.env_api:
+            return StepResult.skip(Skip.NO_COMPILER, "no C compiler for envapi.c")
+        s = self.sessions[step["session"]]
+        try:
+            found = native_session(self.env_api, s.session)
+        except NotReachable as e:
+            return StepResult.skip(Skip.UNSUPPORTED, f"no native session to release: {e}")
+        with self._lock:
+            self.sessions.pop(step["session"])
+        s.kept = None  # its binding for `bind [again]` goes; values it made stay the schedule's
+        hard_release(self.env_api, *found)
         return StepResult()

@@ -42,6 +42,9 @@ class Backend {
   virtual void* Alloc(size_t bytes, std::string& error) = 0;
   // Memory this backend does not own is ignored (a mis-routed free leaks, as hipFree would).
   virtual void Free(void* p) = 0;
+  // B23: gives `p`'s memory back at once while the caller still holds the address, as a pool
+  // torn down under live tensors does; a later use reads freed memory. Free stays valid.
+  virtual void Drop(void* p) { Free(p); }
 
   // Copies `bytes` between host and device memory. `queue` is the stream the copy was issued on
   // when it must run there (an asynchronous backend returns before a host-to-device copy lands),
