@@ -41,6 +41,13 @@ OrtStatus* RetiredPool(const Backend& backend) {
                               : "DML failure: 0x80070006 the handle is invalid");
 }
 
+// A block whose memory was freed under it (B23): a GPU's fault on an unmapped address, the
+// same words from every copy and launch that touches it.
+OrtStatus* IllegalAccess(const Backend& backend) {
+  return Error(IsMgx(backend) ? "HIP failure 700: an illegal memory access was encountered"
+                              : "DML failure: 0x887A0005 the GPU device instance has been suspended");
+}
+
 int LabelOf(const OrtValue* value) {
   return static_cast<int>(EpApi().MemoryDevice_GetDeviceId(EpApi().Value_GetMemoryDevice(value)));
 }
@@ -52,6 +59,7 @@ OrtStatus* CheckBlock(const Backend& backend, const void* p, int device) {
   RETURN_IF_ERROR(shared::CheckContext(backend));  // B20
   const Home home = Of(p);
   if (home.retired) return RetiredPool(backend);
+  if (home.dropped) return IllegalAccess(backend);
   if (home.device >= 0 && home.device != device) return WrongDevice(backend);
   return nullptr;
 }
@@ -93,6 +101,12 @@ std::vector<void*> BlocksOf(int64_t session) {
     if (home.session == session) out.push_back(reinterpret_cast<void*>(address));
   }
   return out;
+}
+
+void MarkDropped(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_homes.find(reinterpret_cast<uintptr_t>(p));
+  if (it != g_homes.end()) it->second.dropped = true;
 }
 
 Home Of(const void* p) {

@@ -34,12 +34,15 @@ struct Home {
   int64_t session = 0;
   bool retired = false;  // B14: its environment allocator was replaced while it was alive
   bool written = false;  // B22: an environment upload has filled it before
+  bool dropped = false;  // B23: freed with its session while ORT still holds it
 };
 void Record(const void* p, int device, int64_t session);
 void Forget(const void* p);
 Home Of(const void* p);
 // Every block `session`'s OrtEp allocators handed out that is still alive (B23).
 std::vector<void*> BlocksOf(int64_t session);
+// B23: the block's memory is gone; a copy or launch touching it faults (illegal access).
+void MarkDropped(const void* p);
 // Marks a recorded block as filled by an environment upload; whether it had been before.
 bool MarkWritten(const void* p);
 

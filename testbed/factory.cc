@@ -320,7 +320,7 @@ void ORT_API_CALL TestbedFactory::ReleaseEpImpl(OrtEpFactory* this_ptr, OrtEp* e
     // (a C or C++ application's outputs outlive their session), so this frees live memory.
     Backend* pool = doomed->allocator_backend();
     for (void* p : devices::BlocksOf(doomed->session())) {
-      if (pool->Owns(p)) pool->Drop(p);
+      if (pool->Owns(p) && !pool->Drop(p)) devices::MarkDropped(p);
     }
   }
   delete doomed;  // last: the EP's destructor may drop the factory's final reference

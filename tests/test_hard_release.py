@@ -1,6 +1,7 @@
 """`hard_release` (ReleaseSession through the C API, as a C or C++ application releases a session)
 on real ORT and real EPs, B23 (ReleaseEp frees the blocks its allocator handed out while tensors
-still hold them), and the contract rule that makes a hard release of a session in use misuse.
+still hold them: the next use faults, and under ASan reads freed memory), and the contract rule
+that makes a hard release of a session in use misuse.
 
 A Python session is kept alive by its kept values (their IOBinding holds it): a plain `release`
 never reaches ReleaseEp while one lives, so B23 is reachable through `hard_release` only."""
@@ -64,10 +65,12 @@ def test_b23_frees_what_a_value_still_holds_and_only_a_hard_release_gets_there(
     testbed_library: Path,
 ) -> None:
     target = load_target("testbed:B23")
-    hard = executor.run(target, outlived("mgx"))
-    assert [(f.kind, f.op, f.step) for f in hard.findings] == [("corrupt-copy", "read", 4)]
-    plain = executor.run(target, outlived("mgx", Op.RELEASE))
-    assert not plain.findings, plain.findings
+    for profile, fault in (("mgx", "illegal memory access"), ("dml", "has been suspended")):
+        hard = executor.run(target, outlived(profile))
+        assert [(f.kind, f.op, f.step) for f in hard.findings] == [("error", "read", 4)]
+        assert fault in hard.findings[0].message, hard.findings
+        plain = executor.run(target, outlived(profile, Op.RELEASE))
+        assert not plain.findings, plain.findings
 
 
 @pytest.mark.slow  # builds and runs the AddressSanitizer testbed

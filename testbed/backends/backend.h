@@ -42,9 +42,10 @@ class Backend {
   virtual void* Alloc(size_t bytes, std::string& error) = 0;
   // Memory this backend does not own is ignored (a mis-routed free leaks, as hipFree would).
   virtual void Free(void* p) = 0;
-  // B23: gives `p`'s memory back at once while the caller still holds the address, as a pool
-  // torn down under live tensors does; a later use reads freed memory. Free stays valid.
-  virtual void Drop(void* p) { Free(p); }
+  // B23: a pool torn down under live tensors. Frees `p`'s memory at once where this build can
+  // let a later use really read freed memory (true; Free stays valid), else does nothing (false)
+  // and the caller marks the block, so that its next use faults as a GPU's illegal access does.
+  virtual bool Drop(void* /*p*/) { return false; }
 
   // Copies `bytes` between host and device memory. `queue` is the stream the copy was issued on
   // when it must run there (an asynchronous backend returns before a host-to-device copy lands),

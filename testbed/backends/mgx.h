@@ -27,7 +27,7 @@ class Mgx final : public Backend {
   bool Owns(const void* p) const override;
   void* Alloc(size_t bytes, std::string& error) override;
   void Free(void* p) override;
-  void Drop(void* p) override;
+  bool Drop(void* p) override;
   OrtStatus* Copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes,
                   WorkQueue* queue) override;
   OrtStatus* Launch(const std::shared_ptr<const Program>& program, const std::vector<DeviceTensor>& inputs,
