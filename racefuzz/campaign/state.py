@@ -234,18 +234,28 @@ class CampaignState:
         defect = finding.defect
         if defect is None:
             return None
-        for other in sorted(list(self.findings.values()), key=lambda r: r.first_seen_s):
+        # A cluster that fails the run first: a known issue holds a defect only where no new
+        # cluster does.
+        order = sorted(list(self.findings.values()), key=lambda r: (r.known, r.first_seen_s))
+        for other in order:
             distinct = other.duplicate_of is None and other.cluster != finding.cluster
             if distinct and other.finding.defect == defect:
                 return other
         return None
 
     def open_duplicate(self, rec: FindingRecord) -> None:
-        """Mark a cluster just opened a duplicate when an earlier one holds its defect."""
+        """Mark a cluster just opened a duplicate when an earlier one holds its defect. Not of
+        a known issue, though: one error message is no proof of one defect (B3's "invalid
+        argument" is also R1's, a filed issue), and a duplicate of a known issue would not fail
+        the run. Such a cluster stays new; its shrink may still show it is the same bug."""
         other = self.same_defect(rec.finding)
-        if other is not None and rec.duplicate_of is None:
-            rec.duplicate_of = other.cluster
-            rec.note(f"the same defect as '{other.cluster}'")
+        if other is None or rec.duplicate_of is not None:
+            return
+        if other.known and not rec.known:
+            rec.note(f"the same error as the known issue '{other.cluster}': new until shrunk")
+            return
+        rec.duplicate_of = other.cluster
+        rec.note(f"the same defect as '{other.cluster}'")
 
     def rekey(self, rec: FindingRecord, finding: Finding) -> FindingRecord:
         """Move `rec` to `finding`'s cluster (its own finding seen again under another key),
