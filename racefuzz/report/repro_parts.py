@@ -116,6 +116,7 @@ def embedded_sources(native: bool) -> dict[str, str]:
 JUDGE_MODULES = (
     "racefuzz.errors",
     "racefuzz.atomic_file",
+    "racefuzz.schedule.op_spec",
     "racefuzz.schedule.op_table",
     "racefuzz.schedule.prefix",
     "racefuzz.schedule.contract_rules",

@@ -171,7 +171,7 @@ def enabled_steps(
 def _subjects(
     subject: Subject,
     makers: bool | None,
-    specs: Sequence[OpSpec],
+    specs: Sequence[OpSpec[Op]],
     state: State,
     space: Space,
     rng: random.Random | None,
