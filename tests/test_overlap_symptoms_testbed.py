@@ -22,7 +22,7 @@ import trio
 
 from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.loop import Campaign
-from racefuzz.cli.run_command import make_shrink_hook
+from racefuzz.cli.shrink_hook import make_shrink_hook
 from racefuzz.execute import executor
 from racefuzz.execute.runner import Runner
 from racefuzz.judge.baseline import Baselines

@@ -1,4 +1,4 @@
-"""The campaign's shrink hook (`run_command.make_shrink_hook`) on the real testbed: a budget
+"""The campaign's shrink hook (`shrink_hook.make_shrink_hook`) on the real testbed: a budget
 spent before any replay is said as such, and going on from a shrink cut short never loses the
 bundle that reproduced, and shrinking again keeps whichever reproducer is better."""
 
@@ -10,7 +10,7 @@ import pytest
 from test_repro_testbed import S3
 
 from racefuzz.campaign.state import FindingRecord, dependable
-from racefuzz.cli.run_command import make_shrink_hook
+from racefuzz.cli.shrink_hook import make_shrink_hook
 from racefuzz.execute import executor
 from racefuzz.execute.runner import Runner
 from racefuzz.schedule.model import Schedule
