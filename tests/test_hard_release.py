@@ -15,6 +15,7 @@ import pytest
 from racefuzz.execute import executor
 from racefuzz.judge.outcome import RunResult
 from racefuzz.schedule.contract import breaches
+from racefuzz.schedule.json_io import load
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.targets.registry import load_target
 
@@ -121,3 +122,18 @@ def test_a_hard_release_beside_a_call_of_its_session_is_misuse() -> None:
     assert breach.step == 4 and "beside 'run_async' of it (step 3)" in breach.rule
     assert not breaches(grouped(Op.HARD_RELEASE, "s2"))  # another session's run: legal
     assert not breaches(grouped(Op.RELEASE, "s1"))
+
+
+def test_a_crash_in_the_group_of_a_hard_release_of_its_session_is_misuse(
+    testbed_library: Path,
+) -> None:
+    # onnxruntime#28160's order: the run that crashes is step 2, the breach step 3 of the same
+    # group (its steps run in any order), so the crash is the application's.
+    path = (
+        Path(__file__).parents[1]
+        / "schedules/misuse/28160_session_released_during_its_own_run.json"
+    )
+    target, schedule = load_target("testbed"), load(path)
+    found = [f for _ in range(5) for f in executor.run(target, schedule).findings]
+    assert found, "the run crashed under the release in 10 replays of 10 when written"
+    assert all(f.misuse.startswith("step 3: hard_release of s1 beside") for f in found), found
