@@ -212,17 +212,22 @@ def test_resume_keeps_every_earlier_finding_once_and_reopens_none(
     # from where each stopped, and keeps every bundle (a miss keeps the one that reproduced).
     cut = {f["cluster"]: f for f in found if "budget ran out" in f["state"]}
     assert cut, [f["state"] for f in found]
-    # 20 s: with the kept-value ops some 17 clusters are cut, and in 8 s the few shrinks taken
-    # up again found no better reproducer in two CI runs of 2026-12-07.
     again = subprocess.run(
-        [*base, "--shrink-only", "--jobs", "2", "--seconds", "20", "--shrink-budget", "3"],
+        [*base, "--shrink-only", "--jobs", "2", "--seconds", "8", "--shrink-budget", "3"],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert again.returncode == 1 and again.stdout.count("shrinking ") >= 1, again.stdout
     later = json.loads((folder / "findings.json").read_text())["findings"]
-    went_on = [c for c in cut if {f["cluster"]: f["bundle"] for f in later}[c] != cut[c]["bundle"]]
+    # Taken up again: a better bundle, or a retry that kept the old one (it found none better;
+    # the primaries of many message-duplicates are what is retried, and may not improve).
+    now = {f["cluster"]: f for f in later}
+    went_on = [
+        c
+        for c in cut
+        if now[c]["bundle"] != cut[c]["bundle"] or "shrinking it again" in now[c]["state"]
+    ]
     assert went_on, "no shrink cut short was taken up again"
     # Every bundle folder is some cluster's: one replaced (by a better shrink, or a duplicate's
     # reproducer) is gone.
