@@ -95,6 +95,9 @@ def test_a_hard_release_of_a_session_parked_in_a_call_is_misuse() -> None:
     parked = held(Step(1, Op.RUN, session="s1"), Step(0, Op.HARD_RELEASE, session="s1"))
     (breach,) = breaches(parked)
     assert breach.step == 4 and "parked inside ORT" in breach.rule
+    # A call through its peer parks the session too: `keep` runs s1.
+    kept = held(Step(1, Op.KEEP, value="v1", peer="s1"), Step(0, Op.HARD_RELEASE, session="s1"))
+    assert [b.step for b in breaches(kept)] == [4]
     # Nothing parked yet, or resumed first: the session is not in use.
     assert not breaches(held(Step(0, Op.HARD_RELEASE, session="s1")))
     resumed = held(

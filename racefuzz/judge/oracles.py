@@ -264,8 +264,8 @@ def judge(
 
     A finding at or after the schedule's first breach of ORT's contract (`schedule.contract`,
     with `library_of` mapping profiles to EP libraries), or in the breach's overlap group, is
-    labelled misuse; so is one with no
-    step to place it (a misroute), since the breach may be what caused it. `ep_modules` are the
+    labelled misuse; so is one with no step to place it (a misroute), since the breach may be
+    what caused it. `ep_modules` are the
     file names of the EP libraries, whose frames identify a sanitizer report. `by_overlap`
     (the target's `cluster_by = "overlap"`) tags each finding with its overlap group's shape.
     """

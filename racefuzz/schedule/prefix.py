@@ -189,11 +189,10 @@ class Prefix:
         self.count += 1
 
     def _record_holds(self, s: Step) -> None:
-        if s.session is None:
-            return
-        if s.op is Op.HOLD:
+        # A call parks through its peer session too (`keep v1 -> s1` runs s1).
+        if s.op is Op.HOLD and s.session is not None:
             self.holds.setdefault(s.session, False)
-        elif s.op in (Op.RESUME, Op.RELEASE, Op.HARD_RELEASE):
+        elif s.op in (Op.RESUME, Op.RELEASE, Op.HARD_RELEASE) and s.session is not None:
             self.holds.pop(s.session, None)
         for kind, name, _ in s.names():
             if kind is Subject.SESSION and name in self.holds and s.op is not Op.HOLD:
