@@ -41,9 +41,11 @@ enum class Bug : int {
   kUpdateOffStream = 22,  // B22: an upload into a written block goes to the copy engine
   // Not a seed behaviour: memory a C or C++ application still holds after ReleaseSession.
   kReleaseFreesSessionBlocks = 23,  // B23: ReleaseEp frees the blocks its allocator handed out
+  // Not a seed behaviour: state a long-lived process gathers across many sessions.
+  kEpSlotsNeverReturned = 24,  // B24: each CreateEp takes one of 32 slots; ReleaseEp never returns it
 };
 
-inline constexpr int kBugCount = 23;
+inline constexpr int kBugCount = 24;
 
 bool Enabled(Bug bug);
 

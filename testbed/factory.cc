@@ -1,6 +1,7 @@
 #include "factory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -255,6 +256,8 @@ OrtStatus* ORT_API_CALL TestbedFactory::CreateEpImpl(OrtEpFactory* this_ptr,
   TESTBED_API_END
 }
 
+constexpr int kEpSlots = 32;  // B24's table
+
 OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, int device, OrtEp** ep) {
   // Provider options reach us as session config entries named ep.<lower-cased ep name>.<key>.
   constexpr const char* kKey = "ep.racefuzztestbed.profile";
@@ -270,6 +273,13 @@ OrtStatus* TestbedFactory::NewEp(const OrtSessionOptions* session_options, int d
   RETURN_ERROR_IF(selected == nullptr,
                   "RacefuzzTestbed: unknown profile '" + profile + "'; expected 'dml' or 'mgx'.");
 
+  if (Enabled(Bug::kEpSlotsNeverReturned)) {
+    // B24: a per-process table of EP contexts, as a driver's handle pool, whose slots ReleaseEp
+    // forgets to return. No one schedule makes 32 sessions; a process that serves many does.
+    static std::atomic<int> taken{0};
+    RETURN_ERROR_IF(++taken > kEpSlots, "RacefuzzTestbed: no free EP context (all " +
+                                            std::to_string(kEpSlots) + " in use)");
+  }
   const int64_t session = ++g_last_session;
   // Every CreateEp writes the shared slot, as the seed's SelectBackend did.
   slot::Publish(selected);

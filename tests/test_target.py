@@ -111,13 +111,13 @@ def test_a_plain_testbed_sets_an_empty_bug_list_and_has_the_seed_profiles() -> N
             "testbed:B24",
             "unknown testbed bug 'B24' in 'testbed:B24' "
             "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B13, B14, B15, B16, B17, "
-            "B18, B19, B20, B21, B22, B23)",
+            "B18, B19, B20, B21, B22, B23, B24)",
         ),
         (
             "testbed:",
             "unknown testbed bug '' in 'testbed:' "
             "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B13, B14, B15, B16, B17, "
-            "B18, B19, B20, B21, B22, B23)",
+            "B18, B19, B20, B21, B22, B23, B24)",
         ),
         ("cpu:B1", "target 'cpu' takes no ':' arguments (got 'cpu:B1')"),
     ],

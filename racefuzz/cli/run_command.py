@@ -227,7 +227,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     options = executor.RunOptions(
         step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
     )
-    runner = Runner(target, options, zygote=args.zygote)  # every run of this command
+    # Every run of this command.
+    runner = Runner(target, options, zygote=args.zygote, unconfirmed_dir=folder / "unconfirmed")
     config = CampaignConfig(
         seconds=args.seconds,
         jobs=args.jobs,

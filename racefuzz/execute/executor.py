@@ -17,6 +17,7 @@ Findings are attached by `oracles.judge`.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import json
 import os
@@ -87,14 +88,17 @@ def _env_api(schedule: Schedule) -> str | None:
 
 # Every worker (and zygote) this process has started and not yet seen end: whatever thread
 # started it, and even if that thread was abandoned, `kill_all` finds it, so that no worker of
-# a hung EP outlives racefuzz.
-_LIVE: set[int] = set()
+# a hung EP outlives racefuzz. Counted: a persistent worker is tracked by its slot and by each
+# run it serves.
+_LIVE: collections.Counter[int] = collections.Counter()
 _LIVE_LOCK = threading.Lock()
 
 
 def track(pid: int, alive: bool) -> None:
     with _LIVE_LOCK:
-        (_LIVE.add if alive else _LIVE.discard)(pid)
+        _LIVE[pid] += 1 if alive else -1
+        if _LIVE[pid] <= 0:
+            del _LIVE[pid]
 
 
 def kill_all() -> None:

@@ -11,12 +11,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher, RunOptions
 from racefuzz.execute.hang_limit import HangLimit
+from racefuzz.execute.persistent_pool import PersistentLauncher, confirm
+from racefuzz.execute.unconfirmed import write_unconfirmed
 from racefuzz.execute.zygote_pool import LauncherClosed, ZygoteLauncher
 from racefuzz.execute.zygote_pool import available as zygote_available
+from racefuzz.judge.identity import ClusterKey
 from racefuzz.judge.outcome import RunResult
 from racefuzz.schedule.model import Schedule
 from racefuzz.targets.model import Target
@@ -27,6 +31,11 @@ class Runner:
     target: Target
     options: RunOptions = field(default_factory=RunOptions)
     zygote: bool = True  # fork workers where the target allows it (`--spawn` turns it off)
+    # Where a finding a fresh worker never showed again is written (`persistent_pool`); None:
+    # the command has no output folder, and such a finding is only counted.
+    unconfirmed_dir: Path | None = None
+    # The finding identities a fresh worker has shown (`persistent_pool.confirm`).
+    confirmed: set[ClusterKey] = field(default_factory=set, compare=False, repr=False)
     _closed: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
     # Shared by every copy (`dataclasses.replace` passes it on): one target, one judgement.
     hang_limit: HangLimit = field(default_factory=HangLimit, compare=False, repr=False)
@@ -37,11 +46,15 @@ class Runner:
         sanitizer's runtime is preloaded into the zygote itself (`ZygoteLauncher`)."""
         return self.zygote and zygote_available()
 
-    def launcher(self) -> ZygoteLauncher | None:
-        """A launcher for one job slot, which its caller closes; None: spawn each worker."""
+    def launcher(self) -> ZygoteLauncher | PersistentLauncher | None:
+        """A launcher for one job slot, which its caller closes; None: spawn each worker. A
+        ThreadSanitizer target's workers cannot be forked with onnxruntime loaded: its slots
+        keep one worker process serving schedules while they end clean (`persistent_pool`)."""
         if not self.forks:
             return None
-        return ZygoteLauncher(single_threaded=self.target.sanitizer == "thread")
+        if self.target.sanitizer == "thread":
+            return PersistentLauncher(self.target.trace_envs())
+        return ZygoteLauncher()
 
     def close(self) -> None:
         """The command is ending (a campaign's deadline, Ctrl-C): a task abandoned in a thread
@@ -56,6 +69,14 @@ class Runner:
         if limit < options.step_timeout:
             options = replace(options, step_timeout=limit)
         result = executor.run(self.target, schedule, options, launcher=launcher)
+        if isinstance(launcher, PersistentLauncher):
+            result = confirm(
+                result,
+                launcher,
+                lambda: executor.run(self.target, schedule, options, launcher=launcher),
+                lambda seen, earlier: write_unconfirmed(self.unconfirmed_dir, seen, earlier),
+                self.confirmed,
+            )
         if self._closed.is_set():
             raise LauncherClosed("the command ended while the schedule ran")
         self.hang_limit.observe(result)

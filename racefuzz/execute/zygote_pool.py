@@ -37,14 +37,7 @@ class LauncherClosed(RuntimeError):
 
 
 class ZygoteLauncher:
-    def __init__(self, single_threaded: bool = False) -> None:
-        # A zygote that must fork with one thread (ThreadSanitizer): no onnxruntime, one BLAS
-        # thread (worker/zygote.py).
-        self._start_env = (
-            {"RACEFUZZ_ZYGOTE_SINGLE_THREADED": "1", "OPENBLAS_NUM_THREADS": "1"}
-            if single_threaded
-            else {}
-        )
+    def __init__(self) -> None:
         self._closed = False
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()  # one schedule at a time per zygote
@@ -65,7 +58,7 @@ class ZygoteLauncher:
                 text=True,
                 bufsize=1,
                 start_new_session=True,
-                env={**os.environ, **env, **self._start_env},
+                env={**os.environ, **env},
             )
             track(proc.pid, True)  # killed with the workers if its slot is abandoned
             if self._closed:  # closed while it started: `close` did not see it

@@ -52,7 +52,7 @@ class Channel:
             self._stream.flush()
 
 
-def run_job(job: Mapping[str, Any], channel: Channel) -> None:
+def run_job(job: Mapping[str, Any], channel: Channel) -> Runtime:
     schedule = job["schedule"]
     steps: list[dict[str, Any]] = schedule["steps"]
     step_timeout = float(job.get("step_timeout", 10.0))
@@ -93,6 +93,7 @@ def run_job(job: Mapping[str, Any], channel: Channel) -> None:
     channel.send({"ev": "done", "step": len(steps), **runtime.teardown().to_json()})
     faulthandler.cancel_dump_traceback_later()
     channel.send({"ev": "end"})
+    return runtime
 
 
 def slot_of(step: Mapping[str, Any]) -> Slot:
@@ -115,11 +116,11 @@ def internal_failure(channel: Channel, text: str) -> NoReturn:
     os._exit(WORKER_BUG_EXIT)
 
 
-def run_job_reporting(job: Mapping[str, Any] | None, channel: Channel) -> None:
+def run_job_reporting(job: Mapping[str, Any] | None, channel: Channel) -> Runtime:
     """`run_job`, with racefuzz's own exceptions reported by `internal_failure`; `job` None:
     read it from stdin first (a failure to read it is racefuzz's too)."""
     try:
-        run_job(json.loads(sys.stdin.read()) if job is None else job, channel)
+        return run_job(json.loads(sys.stdin.read()) if job is None else job, channel)
     except Exception:
         internal_failure(channel, traceback.format_exc())
 

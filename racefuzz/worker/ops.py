@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +50,11 @@ own_code(__file__)
 # A developer switch: the named op raises as if racefuzz had a bug (tests the internal path).
 SELFTEST_INTERNAL = "RACEFUZZ_SELFTEST_INTERNAL"
 
+
+# The CPU EP's sessions that a run's outputs are checked against, by model file: racefuzz's
+# own, never the EP's, so a persistent worker (`persistent.py`) keeps them across schedules.
+_REFERENCES: dict[str, Any] = {}
+_REFERENCES_LOCK = threading.Lock()
 
 Handler = Callable[["Runtime", int, Mapping[str, Any]], StepResult]
 # Op name -> the step field whose name its handler makes ("session", "value"): such a step is
@@ -89,7 +95,7 @@ class Runtime(handoff.HandoffOps, kept.KeptOps, runs.RunOps, env_api.EnvOps):
         self.runs_in_flight: dict[str, list[Any]] = {}  # RunOptions a `terminate` reaches
         self.terminate_armed: set[str] = set()
         self._lock = threading.Lock()  # guards the dicts; ORT calls run outside it
-        self._references: dict[str, Any] = {}
+        self.registered: set[str] = set()  # libraries this schedule registered and left so
         self.holds = holds.find(self.libraries.values())  # scheduling points, with the layer
 
     # --- helpers ------------------------------------------------------------------------
@@ -132,16 +138,17 @@ class Runtime(handoff.HandoffOps, kept.KeptOps, runs.RunOps, env_api.EnvOps):
             ort.copy_tensors([src], [dst], stream)
 
     def _reference(self, model: str, feeds: Mapping[str, Any]) -> list[Any]:
-        with self._lock:
-            ref = self._references.get(model)
+        path = self.models[model]
+        with _REFERENCES_LOCK:
+            ref = _REFERENCES.get(path)
             if ref is None:
                 so = ort.SessionOptions()
                 so.intra_op_num_threads = 1
                 handoff.follow_global_pools(so)
                 ref = ort.InferenceSession(
-                    self.models[model], sess_options=so, providers=["CPUExecutionProvider"]
+                    path, sess_options=so, providers=["CPUExecutionProvider"]
                 )
-                self._references[model] = ref
+                _REFERENCES[path] = ref
         return list(ref.run(None, dict(feeds)))
 
     def _feeds(
@@ -192,14 +199,33 @@ class Runtime(handoff.HandoffOps, kept.KeptOps, runs.RunOps, env_api.EnvOps):
             return StepResult.error(f"{type(e).__name__}: {e}")
         return StepResult()
 
+    def restore(self) -> bool:
+        """After `teardown`: the process as a fresh worker found it, so that it may serve another
+        schedule (`persistent.py`): every library this schedule registered unregistered, which
+        also drops the shared allocators `share` made for their devices (onnxruntime's
+        UnregisterExecutionProviderLibrary does). False, with a line why, where one fails."""
+        try:
+            for name in sorted(self.registered):
+                ort.unregister_execution_provider_library(name)
+        except Exception as e:
+            print(
+                f"racefuzz: cannot unregister ({e}); the next schedule gets a new worker",
+                file=sys.stderr,
+            )
+            return False
+        self.registered.clear()
+        return True
+
     def op_register(self, index: int, step: Mapping[str, Any]) -> StepResult:
         for name in [step["library"]] if step.get("library") else list(self.libraries):
             ort.register_execution_provider_library(name, self.libraries[name])
+            self.registered.add(name)
         return StepResult()
 
     def op_unregister(self, index: int, step: Mapping[str, Any]) -> StepResult:
         for name in [step["library"]] if step.get("library") else list(self.libraries):
             ort.unregister_execution_provider_library(name)
+            self.registered.discard(name)
         return StepResult()
 
     @makes("session")

@@ -3,8 +3,9 @@
 Starting an interpreter and importing numpy and onnxruntime costs far more than running a small
 schedule. The zygote pays it once: it imports them (without creating ORT's environment or
 loading any EP library, so that every child starts with a fresh ORT environment, reads its own
-bug switches and registers its libraries itself) and then forks a child per request. A sanitizer
-target's zygote is started with the sanitizer's runtime preloaded, so its children have it.
+bug switches and registers its libraries itself) and then forks a child per request. An ASan
+target's zygote is started with the sanitizer's runtime preloaded, so its children have it (a
+TSan target's cannot fork with onnxruntime loaded: `persistent.py` serves it instead).
 
 Protocol on stdin/stdout, one JSON object per line. Request: `{"job": {...}, "events": path,
 "stderr": path, "env": {...}}`. Replies: `{"pid": n}` once the child exists, then
@@ -29,15 +30,9 @@ import numpy  # noqa: F401  (imported here so that children inherit it)
 from racefuzz.worker import WORKER_BUG_EXIT, native_trace
 from racefuzz.worker.lifeline import die_with_parent
 
-# ThreadSanitizer cannot follow a fork of a process with threads, and importing onnxruntime
-# starts one: a TSan target's zygote stays single-threaded and its children import onnxruntime
-# (with the worker, which imports it) themselves; the interpreter and numpy are still paid once.
-# Set by `ZygoteLauncher`.
-SINGLE_THREADED_ENV = "RACEFUZZ_ZYGOTE_SINGLE_THREADED"
-
 
 def _child(request: dict[str, object], zygote: int) -> None:
-    from racefuzz.worker import main as worker_main  # the zygote's own, unless single-threaded
+    from racefuzz.worker import main as worker_main  # the zygote's own
 
     die_with_parent(zygote)  # a killed zygote takes its child along, never orphans it
     worker_main.no_core_dumps()
@@ -68,8 +63,8 @@ def _report(request: dict[str, object]) -> None:
 
 
 def serve() -> None:
-    if not os.environ.get(SINGLE_THREADED_ENV):
-        from racefuzz.worker import main  # noqa: F401  (onnxruntime too: children inherit it)
+    from racefuzz.worker import main  # noqa: F401  (onnxruntime too: children inherit it)
+
     # Everything imported so far lives as long as the zygote: out of every child's collections.
     # A worker collects after each release and at teardown, and a full collection walked (and,
     # writing its headers, copied page by page from the zygote) every imported object: 15 ms
