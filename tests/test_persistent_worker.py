@@ -7,6 +7,8 @@ it; a TSan report in a served schedule is that schedule's finding."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from racefuzz.targets import sanitizer
 from racefuzz.targets.registry import load_target
 from tests.test_hard_release import outlived
 
+KNOWN = Path(__file__).resolve().parent.parent / "testbed" / "known-issues.json"
 TWO_SESSIONS = Schedule(
     2,
     (
@@ -132,3 +135,24 @@ def test_a_tsan_report_in_a_served_schedule_is_that_schedules_finding(tmp_path: 
         launcher.close()
     assert [(f.kind, f.message) for f in result.findings] == [("tsan", RACE_MESSAGE)]
     assert "WARNING: ThreadSanitizer: data race" in result.stderr_tail
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sanitizer.available("thread"), reason="no TSan runtime (libtsan)")
+def test_a_tsan_campaign_keeps_what_it_could_not_confirm_and_reports_no_cluster_of_it(
+    tmp_path: Path,
+) -> None:
+    command = [
+        *(sys.executable, "-m", "racefuzz", "run", "--target", "testbed[tsan]:B24"),
+        *("--seconds", "40", "--jobs", "1", "--no-corpus", "--no-shrink", "--no-dashboard"),
+        *("--known", str(KNOWN), "--out", str(tmp_path)),
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    (folder,) = tmp_path.iterdir()
+    records = sorted((folder / "unconfirmed").glob("*.json"))
+    assert records, proc.stdout[-3000:]
+    assert "seen only after earlier schedules in one worker process" in proc.stdout
+    found = json.loads((folder / "findings.json").read_text(encoding="utf-8"))["findings"]
+    assert not [f for f in found if "no free EP context" in f["message"]], found
+    saved = json.loads(records[0].read_text(encoding="utf-8"))
+    assert "no free EP context" in saved["findings"][0]["message"] and saved["earlier_schedules"]

@@ -16,6 +16,7 @@ from typing import Any
 from racefuzz.atomic_file import write_text
 from racefuzz.campaign import store as campaign_store
 from racefuzz.campaign.state import CampaignState, FindingRecord
+from racefuzz.execute import unconfirmed
 from racefuzz.report.console import ORIGIN_LABEL
 from racefuzz.report.markdown import markdown_cell
 
@@ -99,6 +100,18 @@ def shrink_hint(records: list[FindingRecord], root: Path) -> str:
     )
 
 
+def unconfirmed_hint(root: Path) -> str:
+    """Findings a persistent worker saw and no fresh worker showed again (`execute/
+    unconfirmed.py`): not clusters, kept with the schedules before them; "" when none."""
+    n = unconfirmed.count(root / "unconfirmed")
+    if not n:
+        return ""
+    return (
+        f"{n} finding(s) seen only after earlier schedules in one worker process, never in a "
+        f"fresh one: `{root / 'unconfirmed'}` holds each with the schedules that ran before it"
+    )
+
+
 def summary_markdown(
     state: CampaignState, root: Path, header: dict[str, Any], records: list[FindingRecord]
 ) -> str:
@@ -118,7 +131,7 @@ def summary_markdown(
         *_totals_line(state),
         f"- {len(records)} cluster(s): {state.counts()}; "
         f"{sum(r.signature_count for r in records)} distinct signature(s)",
-        *[f"- {line}" for line in [shrink_hint(records, root)] if line],
+        *[f"- {line}" for line in [shrink_hint(records, root), unconfirmed_hint(root)] if line],
         "",
     ]
     for verdict, title in _SECTIONS:

@@ -323,9 +323,12 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         f"clusters: {state.counts()}; summary: {folder / 'summary.md'}",
         flush=True,
     )
-    hint = results.shrink_hint(list(state.findings.values()), folder)
-    if hint:
-        print(f"racefuzz: {hint.replace('`', '')}", flush=True)
+    for hint in (
+        results.shrink_hint(list(state.findings.values()), folder),
+        results.unconfirmed_hint(folder),
+    ):
+        if hint:
+            print(f"racefuzz: {hint.replace('`', '')}", flush=True)
     residual = _fixed_testbed_residual(args, target, state.failing())
     if residual:
         print(f"racefuzz: {residual}", flush=True)
