@@ -108,8 +108,8 @@ def test_a_plain_testbed_sets_an_empty_bug_list_and_has_the_seed_profiles() -> N
     ("spec", "message"),
     [
         (
-            "testbed:B24",
-            "unknown testbed bug 'B24' in 'testbed:B24' "
+            "testbed:B25",
+            "unknown testbed bug 'B25' in 'testbed:B25' "
             "(known: B1, B2, B3, B4, B5, B6, B7, B8, B9, B10, B11, B12, B13, B14, B15, B16, B17, "
             "B18, B19, B20, B21, B22, B23, B24)",
         ),
@@ -390,7 +390,7 @@ def test_invalid_toml_is_one_line_with_tomllib_s_reason_and_position(folder: Pat
 def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> None:
     (folder / "racefuzz.toml").write_text(GOOD)
     expected = (
-        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B23], nxrt-cpu, cpu, webgpu, "
+        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B24], nxrt-cpu, cpu, webgpu, "
         "nxrt-cuda, cuda, tensorrt, webgpu-cpu, openvino, ggml; "
         "racefuzz.toml defines: amdgpu)"
     )
@@ -400,7 +400,7 @@ def test_an_unknown_target_lists_builtins_and_config_targets(folder: Path) -> No
 
 def test_an_unknown_target_without_a_config_says_there_is_none(folder: Path) -> None:
     expected = (
-        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B23], nxrt-cpu, cpu, webgpu, "
+        "unknown target 'nope' (built-in: testbed[asan|tsan][:B1,..,B24], nxrt-cpu, cpu, webgpu, "
         "nxrt-cuda, cuda, tensorrt, webgpu-cpu, openvino, ggml; "
         "no racefuzz.toml in the current folder)"
     )
