@@ -133,7 +133,22 @@ def time_to_bug_body(mode: Mode) -> tuple[str, list[Trial]]:
         "against stress; A12: probability that the arm detects the bug sooner than stress "
         "(0.5 = no difference). Work: schedules run, or stress calls made, until detection.\n\n"
     )
-    return body + time_to_bug.table(trials, mode.cap, spec), trials
+    return body + time_to_bug.table(trials, mode.cap, spec) + deep_section(), trials
+
+
+def deep_section() -> str:
+    """The seeded bugs above are found in a schedule or two; the deep ones, which random timing
+    seldom hits, are measured by `bench.deep_bugs`: its latest results, as they were written."""
+    deep = RESULTS / "deep_bugs.md"
+    if not deep.exists():
+        return "\n\n## Deep switches\n\nNot measured yet: `python -m bench.deep_bugs`.\n"
+    _, _, rest = deep.read_text(encoding="utf-8").partition("\n")
+    return (
+        "\n\n## Deep switches\n\nThe bugs above are found in the first schedule or two by every "
+        "arm, so they cannot tell a better strategy from a worse one. A deep switch is one random "
+        "timing seldom hits (`python -m bench.deep_bugs`, copied here from "
+        "`bench/results/deep_bugs.md`):\n" + rest.replace("\n# ", "\n### ")
+    )
 
 
 def shrink_body(mode: Mode, trials: Sequence[Trial] | None) -> str:
