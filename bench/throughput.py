@@ -4,8 +4,10 @@ Throughput runs one fixed schedule (two sessions of the smallest model `tiny` on
 fixed testbed, so it runs clean) through `executor.run` back to back, first with one job, then
 with one job per core (each job its own thread and launcher, as a campaign's slots), on the
 spawn path (`launcher=None`: a fresh interpreter per schedule) and on the zygote path
-(`ZygoteLauncher`: a fork of a pre-initialised process). Beside them, the floor that spawning
-cannot beat: starting a bare interpreter that imports onnxruntime, in a loop. CPU time is read
+(`ZygoteLauncher`: a fork of a pre-initialised process), and through a persistent worker
+(`PersistentLauncher`: one process serves schedule after schedule, TSan's path). Beside them,
+the floor that spawning cannot beat: starting a bare interpreter that imports onnxruntime, in a
+loop. CPU time is read
 from `getrusage` and psutil (this process, every reaped descendant and the live zygotes), for
 "per CPU-second"; "per core" is the all-cores wall rate divided by the cores. Both move with the
 load of a shared machine (spinning ORT thread pools burn more under contention): quote the date.
@@ -32,6 +34,7 @@ import psutil
 
 from bench import stats
 from racefuzz.execute import executor
+from racefuzz.execute.persistent_pool import PersistentLauncher
 from racefuzz.execute.zygote_pool import ZygoteLauncher
 from racefuzz.execute.zygote_pool import available as zygote_available
 from racefuzz.judge.outcome import Exit
@@ -139,19 +142,25 @@ FLOOR = "floor: `python -c 'import onnxruntime'`"
 SPAWN = "spawn (fresh interpreter per schedule)"
 ZYGOTE = "zygote (fork of a pre-initialised process)"
 ZYGOTE_EMPTY = "zygote, a `register`-only schedule (the fixed cost of any run)"
+PERSISTENT = "persistent worker (one process serves schedules; TSan's path)"
+PERSISTENT_EMPTY = "persistent worker, a `register`-only schedule"
 REGISTER_ONLY = Schedule(threads=1, steps=(Step(thread=0, op=Op.REGISTER),))
 
 
 class _Zygotes:
-    """One warm zygote per job thread, handed out to threads as they first ask."""
+    """One warm launcher per job thread (a zygote, or a persistent worker), handed out to
+    threads as they first ask."""
 
-    def __init__(self, target: Target, jobs: int) -> None:
+    def __init__(self, target: Target, jobs: int, persistent: bool = False) -> None:
         self.target = target
-        self.zygotes = [ZygoteLauncher() for _ in range(jobs)]
-        # A zygote's start-up is a campaign's one-off cost, not part of the rate: warm them.
+        self.zygotes: list[ZygoteLauncher | PersistentLauncher] = [
+            PersistentLauncher(target.trace_envs()) if persistent else ZygoteLauncher()
+            for _ in range(jobs)
+        ]
+        # A launcher's start-up is a campaign's one-off cost, not part of the rate: warm them.
         for z in self.zygotes:
             executor.run(target, SCHEDULE, launcher=z)
-        self.mine: dict[int, ZygoteLauncher] = {}
+        self.mine: dict[int, ZygoteLauncher | PersistentLauncher] = {}
         self.lock = threading.Lock()
 
     def work(self, schedule: Schedule = SCHEDULE) -> tuple[bool, float]:
@@ -178,20 +187,27 @@ def measure(seconds: float, rounds: int, cores: int) -> list[Rate]:
             (Rate(FLOOR, jobs), _import_onnxruntime),
             (Rate(SPAWN, jobs), lambda: _schedule(target, None)),
         ]
-        zygotes = _Zygotes(target, jobs) if zygote_available() else None
-        if zygotes is not None:
-            configs.append((Rate(ZYGOTE, jobs), zygotes.work))
+        pools = (
+            [
+                (_Zygotes(target, jobs), ZYGOTE, ZYGOTE_EMPTY),
+                (_Zygotes(target, jobs, persistent=True), PERSISTENT, PERSISTENT_EMPTY),
+            ]
+            if zygote_available()
+            else []
+        )
+        for pool, label, empty in pools:
+            configs.append((Rate(label, jobs), pool.work))
             if jobs == 1:
-                configs.append((Rate(ZYGOTE_EMPTY, jobs), zygotes.work_empty))
+                configs.append((Rate(empty, jobs), pool.work_empty))
         try:
             for _ in range(rounds):
                 for rate, work in configs:
-                    if zygotes is not None:
-                        zygotes.mine.clear()  # each round has new threads
+                    for pool, _, _ in pools:
+                        pool.mine.clear()  # each round has new threads
                     _round(rate, work, seconds / rounds)
         finally:
-            if zygotes is not None:
-                zygotes.close()
+            for pool, _, _ in pools:
+                pool.close()
         rates += [rate for rate, _ in configs]
     return rates
 

@@ -279,7 +279,8 @@ class Campaign:
         # explanation, shown in its report, not a root cause of its own: only a silent misroute
         # (nothing else went wrong) opens a cluster.
         visible = any(f.kind != "misroute" for f in result.findings)
-        for f in map(self._alone.route, result.findings):
+        routed = [self._alone.route(f) for f in result.findings]
+        for f in routed:
             rec = st.findings.get(f.cluster)
             if rec is not None:
                 if rec.add_member(f, result):  # shrinking starts from the smallest member
@@ -291,9 +292,18 @@ class Campaign:
                 continue
             if self._new_finding(f, result).verdict == "new":
                 counters["new"] += 1  # known issues and misuse are no yield of a strategy
-            if self.stop_when is not None and self.stop_when(f):
-                self.note(f"stop: {f.kind} on {f.op} is what this campaign was looking for")
-                self._cancel_now()
+        # Any finding counts, a new cluster's or a member's: the bug was seen in this run.
+        hit = next(
+            (
+                f
+                for f in routed
+                if self.stop_when and f.cluster in st.findings and self.stop_when(f)
+            ),
+            None,
+        )
+        if hit is not None:
+            self.note(f"stop: {hit.kind} on {hit.op} is what this campaign was looking for")
+            self._cancel_now()
 
     def _new_finding(self, finding: Finding, result: RunResult) -> FindingRecord:
         path = campaign_store.unique_path(self.out_dir / "findings", finding.slug)
