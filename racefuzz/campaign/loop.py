@@ -18,7 +18,6 @@ The campaign publishes what happens (`CampaignState`, log lines) and never reads
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import itertools
 import shutil
@@ -33,6 +32,7 @@ from racefuzz import strategies
 from racefuzz.campaign import store as campaign_store
 from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
+from racefuzz.campaign.folder_writes import FolderWrites
 from racefuzz.campaign.lending import Lending, lend_slot
 from racefuzz.campaign.state import AloneUnderOverlap, CampaignState, FindingRecord
 from racefuzz.campaign.tasks import BASELINE, SHRINK, TaskQueue
@@ -48,9 +48,6 @@ from racefuzz.schedule.model import Schedule
 from racefuzz.strategies.space import space_for
 from racefuzz.targets.model import Target
 
-# The output folder failing, not racefuzz: the campaign stops and writes what it can.
-OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES})
-
 # How long the end waits for abandoned tasks, whose workers it killed, to finish writing.
 TASK_SETTLE_S = 10.0
 PERSIST_TICKS = 10  # of the half-second monitor: findings.json is rewritten every 5 s
@@ -62,7 +59,7 @@ ShrinkHook = Callable[
 ]
 
 
-class Campaign:
+class Campaign(FolderWrites):
     def __init__(
         self,
         target: Target,
@@ -413,41 +410,6 @@ class Campaign:
 
         label = f"shrinking {rec.finding.kind} on {rec.finding.op}"
         self._tasks.add(SHRINK, rec.finding, label, shrink)
-
-    # --- the output folder ------------------------------------------------------------
-
-    def _bundles(self) -> set[Path]:
-        # list() copies at once: the trio thread may open a cluster while a shrink thread asks.
-        return {r.bundle for r in list(self.state.findings.values()) if r.bundle is not None}
-
-    def _persist(self) -> None:
-        if self.persist is not None and not self.write_error:
-            self._writing(self.persist)
-
-    def _writing(self, write: Callable[[], None]) -> None:
-        """Write to the output folder; a full (or failing) disk stops the campaign, and the
-        write is tried once more in the room the reserve file held (`disk_reserve`)."""
-        try:
-            write()
-        except OSError as e:
-            if not self._output_failed(e):
-                raise
-            try:
-                write()
-            except OSError:
-                self.note(f"could not write under {self.out_dir} even after freeing the reserve")
-
-    def _output_failed(self, error: OSError) -> bool:
-        """True (and the campaign stops) when `error` is the output folder failing."""
-        if error.errno not in OUTPUT_ERRNOS:
-            return False
-        if not self.write_error:
-            self.write_error = f"{error.strerror or error}"
-            self.note(f"cannot write under {self.out_dir}: {self.write_error}; stopping")
-            if self.reserve is not None:
-                self.reserve.release()
-            self._cancel_now()
-        return True
 
 
 def _baseline_label(finding: Finding) -> str:
