@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,20 @@ def test_a_finding_after_earlier_schedules_is_reported_from_a_fresh_process(
     finally:
         launcher.close()
     assert not (tmp_path / "unconfirmed").exists()
+
+
+def test_a_shrinks_runner_confirms_every_failure_afresh(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    runner, launcher = persistent("testbed:B23", tmp_path)
+    strict = replace(runner, strict=True)  # as `shrink_to_bundle` runs its candidates
+    try:
+        for _ in range(2):
+            assert not strict.run(TWO_SESSIONS, launcher).findings
+            assert strict.run(outlived("mgx"), launcher).findings
+            assert launcher.earlier == ()  # each failure came from a fresh process
+    finally:
+        launcher.close()
 
 
 def test_a_leak_only_a_long_lived_process_reaches_is_kept_unconfirmed(

@@ -90,8 +90,9 @@ def shrink_to_bundle(
     resumed shrink starts from the best schedule of the one cut short, not from the finding)."""
 
     target = runner.target
-    # Replays at once cannot share one slot's zygote: each then starts its own worker.
-    run = runner.through(launcher if parallel == 1 else None)
+    # Replays at once cannot share one slot's zygote: each then starts its own worker. A
+    # persistent worker's failures are each confirmed in a fresh one (`Runner.strict`).
+    run = replace(runner, strict=True).through(launcher if parallel == 1 else None)
 
     # A shrink resumed from its best schedule asks for what that schedule was shrunk to show.
     signature = shrink_best.resumed_signature(best_path, schedule) or finding.cluster

@@ -36,6 +36,9 @@ class Runner:
     unconfirmed_dir: Path | None = None
     # The finding identities a fresh worker has shown (`persistent_pool.confirm`).
     confirmed: set[ClusterKey] = field(default_factory=set, compare=False, repr=False)
+    # Confirm every failure after earlier schedules in a fresh worker, identities shown before
+    # or not: a shrink's candidates and its reproduction count must be the schedule's own.
+    strict: bool = False
     _closed: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
     # Shared by every copy (`dataclasses.replace` passes it on): one target, one judgement.
     hang_limit: HangLimit = field(default_factory=HangLimit, compare=False, repr=False)
@@ -74,8 +77,11 @@ class Runner:
                 result,
                 launcher,
                 lambda: executor.run(self.target, schedule, options, launcher=launcher),
-                lambda seen, earlier: write_unconfirmed(self.unconfirmed_dir, seen, earlier),
-                self.confirmed,
+                # A shrink's candidate that only fails after others is no new finding.
+                lambda seen, earlier: write_unconfirmed(
+                    None if self.strict else self.unconfirmed_dir, seen, earlier
+                ),
+                set() if self.strict else self.confirmed,
             )
         if self._closed.is_set():
             raise LauncherClosed("the command ended while the schedule ran")
