@@ -279,9 +279,11 @@ def campaign_memory(seconds: float) -> Memory:
         t0 = time.monotonic()
         while proc.poll() is None:
             try:
-                samples.append((time.monotonic() - t0, ps.memory_info().rss / 2**20))
+                rss = ps.memory_info().rss / 2**20
             except psutil.Error:
                 break
+            if rss > 0:  # an exited, unreaped campaign reads 0: not a sample of it
+                samples.append((time.monotonic() - t0, rss))
             time.sleep(1.0)
         proc.wait()
         reader.join(timeout=10)

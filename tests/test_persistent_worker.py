@@ -171,3 +171,20 @@ def test_a_tsan_campaign_keeps_what_it_could_not_confirm_and_reports_no_cluster_
     assert not [f for f in found if "no free EP context" in f["message"]], found
     saved = json.loads(records[0].read_text(encoding="utf-8"))
     assert "no free EP context" in saved["findings"][0]["message"] and saved["earlier_schedules"]
+
+
+def test_persistent_is_a_campaign_option_that_resume_keeps(
+    testbed_library: Path, tmp_path: Path
+) -> None:
+    command = [
+        *(sys.executable, "-m", "racefuzz", "run", "--target", "testbed:B23", "--persistent"),
+        *("--seconds", "10", "--jobs", "1", "--no-corpus", "--no-shrink", "--no-dashboard"),
+        *("--known", str(KNOWN), "--out", str(tmp_path)),
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    (folder,) = tmp_path.iterdir()
+    saved = json.loads((folder / "findings.json").read_text(encoding="utf-8"))
+    assert saved["persistent"] is True, proc.stdout[-2000:]
+    assert any(
+        f["verdict"] == "new" and "illegal memory access" in f["message"] for f in saved["findings"]
+    ), proc.stdout[-3000:]

@@ -133,6 +133,7 @@ KEPT = (
     Kept("lifecycle", "--lifecycle", _bool, lambda: True, off="--no-lifecycle"),
     Kept("allow_misuse", "--allow-misuse", _bool, lambda: False, off="--no-allow-misuse"),
     Kept("zygote", "--zygote", _bool, lambda: True, off="--spawn"),
+    Kept("persistent", "--persistent", _bool, lambda: False, off="--no-persistent"),
     Kept("models", "--models", _or_none(_str), lambda: None),  # None: the target's own
 )
 # Kept too, each in its own way: the target (`commands._target_spec` refuses another one), the

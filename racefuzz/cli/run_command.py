@@ -120,6 +120,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--zygote", action="store_true", default=None, help="fork workers (default; undoes --spawn)"
     )
+    p.add_argument(
+        "--persistent",
+        action="store_true",
+        default=None,
+        help="one worker process per slot serves schedules while they end whole, about 3x "
+        "faster; findings are confirmed in fresh workers (always on for TSan targets)",
+    )
+    p.add_argument(
+        "--no-persistent", dest="persistent", action="store_false", help="undoes --persistent"
+    )
 
 
 def _corpus(args: argparse.Namespace, target: Target) -> list[Schedule]:
@@ -228,7 +238,13 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
     )
     # Every run of this command.
-    runner = Runner(target, options, zygote=args.zygote, unconfirmed_dir=folder / "unconfirmed")
+    runner = Runner(
+        target,
+        options,
+        zygote=args.zygote,
+        persistent=args.persistent,
+        unconfirmed_dir=folder / "unconfirmed",
+    )
     config = CampaignConfig(
         seconds=args.seconds,
         jobs=args.jobs,

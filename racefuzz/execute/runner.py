@@ -31,6 +31,9 @@ class Runner:
     target: Target
     options: RunOptions = field(default_factory=RunOptions)
     zygote: bool = True  # fork workers where the target allows it (`--spawn` turns it off)
+    # One worker process per slot serving schedules while they end whole (`--persistent`;
+    # always for ThreadSanitizer targets, whose workers no zygote can fork).
+    persistent: bool = False
     # Where a finding a fresh worker never showed again is written (`persistent_pool`); None:
     # the command has no output folder, and such a finding is only counted.
     unconfirmed_dir: Path | None = None
@@ -55,7 +58,7 @@ class Runner:
         keep one worker process serving schedules while they end clean (`persistent_pool`)."""
         if not self.forks:
             return None
-        if self.target.sanitizer == "thread":
+        if self.persistent or self.target.sanitizer == "thread":
             return PersistentLauncher(self.target.trace_envs())
         return ZygoteLauncher()
 
