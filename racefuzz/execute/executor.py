@@ -191,6 +191,21 @@ def worker_env(target: Target, trace_path: Path | None) -> dict[str, str]:
     return env
 
 
+def start_line_server(module: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """A long-lived helper of a job slot (a zygote, a persistent worker) that takes one JSON
+    request per line on stdin and answers on stdout, in its own session (a Ctrl-C reaches
+    racefuzz, which then ends it), with the target's environment from its first instruction."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+        env={**os.environ, **env},
+    )
+
+
 @dataclass
 class Launched:
     """A started worker as the supervisor sees it, however it was started."""

@@ -16,10 +16,8 @@ campaign's `unconfirmed/` folder, never dropped.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
-import sys
 import tempfile
 import threading
 from collections import deque
@@ -27,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from racefuzz.execute.executor import Launched, kill_tree, track
+from racefuzz.execute.executor import Launched, kill_tree, start_line_server, track
 from racefuzz.execute.zygote_pool import LauncherClosed
 from racefuzz.judge.identity import ClusterKey
 from racefuzz.judge.outcome import Exit, RunResult
@@ -65,15 +63,7 @@ class PersistentLauncher:
         if proc is None:
             if self._closed:
                 raise LauncherClosed("this job slot has ended")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "racefuzz.worker.persistent"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                bufsize=1,
-                start_new_session=True,  # a Ctrl-C reaches racefuzz, which then ends it
-                env={**os.environ, **env},
-            )
+            proc = start_line_server("racefuzz.worker.persistent", env)
             track(proc.pid, True)
             self._proc, self._env, self._served = proc, dict(env), 0
             self._history.clear()

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from racefuzz.execute.executor import Launched, kill_tree, track
+from racefuzz.execute.executor import Launched, kill_tree, start_line_server, track
 
 # The events file is polled: from 1 ms after news, doubling to 16 ms while quiet. The end of the
 # child wakes the poll at once, so a short run is not kept waiting; a quiet one does not take the
@@ -51,15 +51,7 @@ class ZygoteLauncher:
                 track(self._proc.pid, False)  # it died: its pid may be reused by anyone
             if self._closed:
                 raise LauncherClosed("this job slot has ended")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "racefuzz.worker.zygote"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                bufsize=1,
-                start_new_session=True,
-                env={**os.environ, **env},
-            )
+            proc = start_line_server("racefuzz.worker.zygote", env)
             track(proc.pid, True)  # killed with the workers if its slot is abandoned
             if self._closed:  # closed while it started: `close` did not see it
                 kill_tree(proc.pid)
