@@ -4,7 +4,7 @@ For ThreadSanitizer targets, which no zygote can fork with onnxruntime loaded: w
 TSan schedule pays onnxruntime's import under TSan. One `PersistentLauncher` per job slot owns
 one worker process and hands it one schedule at a time; the process is replaced when it dies,
 when the target's environment changes, after `MAX_SERVED` schedules (memory a long-lived process
-gathers), and when `settle` says the last run was not clean.
+gathers), and when `settle` says the last run did not leave it whole.
 
 A finding made after earlier schedules in the same process may be theirs as much as its own:
 `confirm` runs the schedule again in fresh processes and keeps the first failure it sees there,
@@ -29,6 +29,7 @@ from racefuzz.execute.executor import Launched, kill_tree, start_line_server, tr
 from racefuzz.execute.zygote_pool import LauncherClosed
 from racefuzz.judge.identity import ClusterKey
 from racefuzz.judge.outcome import Exit, RunResult
+from racefuzz.worker.protocol import SERVED
 
 MAX_SERVED = 400
 CONFIRM_TRIES = 3  # fresh runs that may show a finding first seen after earlier schedules
@@ -126,7 +127,7 @@ class PersistentLauncher:
                         event = json.loads(line)
                     except ValueError:
                         continue  # a torn last line from a dying worker
-                    if event.get("ev") == "served":
+                    if event.get("ev") == SERVED:
                         self._served += 1
                         served.set()
                         break

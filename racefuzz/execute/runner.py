@@ -53,9 +53,10 @@ class Runner:
         return self.zygote and zygote_available()
 
     def launcher(self) -> ZygoteLauncher | PersistentLauncher | None:
-        """A launcher for one job slot, which its caller closes; None: spawn each worker. A
-        ThreadSanitizer target's workers cannot be forked with onnxruntime loaded: its slots
-        keep one worker process serving schedules while they end clean (`persistent_pool`)."""
+        """A launcher for one job slot, which its caller closes; None: spawn each worker. With
+        `persistent`, and always for a ThreadSanitizer target (whose workers cannot be forked
+        with onnxruntime loaded), the slot keeps one worker process serving schedules while
+        they leave it whole (`persistent_pool`)."""
         if not self.forks:
             return None
         if self.persistent or self.target.sanitizer == "thread":

@@ -36,7 +36,7 @@ def write_unconfirmed(folder: Path | None, result: RunResult, earlier: tuple[str
     }
     with _lock:
         folder.mkdir(parents=True, exist_ok=True)
-        number = 1 + sum(1 for p in folder.glob("*.json"))
+        number = 1 + count(folder)
         write_text(folder / f"{number:04d}.json", json.dumps(record, indent=1) + "\n")
 
 

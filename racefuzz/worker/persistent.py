@@ -10,9 +10,9 @@ schedule gets a new process. What it cannot restore is an EP library's own stati
 onnxruntime does not unload the library (measured with the testbed), which is why the parent
 confirms findings in fresh processes.
 
-Whether the next schedule may run here is the parent's call as well: it judges each run and
-kills this process after any finding, hang or crash, and confirms a finding made after earlier
-schedules in a fresh process before reporting it (`execute/persistent_pool.py`).
+Whether the next schedule may run here is the parent's call as well: it judges each run, kills
+this process after a crash, hang, leak or sanitizer report, and confirms a finding made after
+earlier schedules in a fresh process before reporting it (`execute/persistent_pool.py`).
 
 Protocol: requests on stdin, one JSON object per line, `{"job": {...}, "stderr": path}`; the
 job's events on stdout as `main.py` writes them, then `{"ev": "served"}` once this process is
@@ -33,8 +33,7 @@ import time
 from racefuzz.worker import main as worker_main
 from racefuzz.worker import native_trace
 from racefuzz.worker.main import Channel
-
-SERVED = "served"
+from racefuzz.worker.protocol import SERVED
 
 
 def _orphan_watch(parent: int) -> None:
@@ -66,7 +65,7 @@ def serve() -> None:
         _point_output_at(str(request["stderr"]))
         runtime = worker_main.run_job_reporting(request["job"], channel)
         sys.stderr.flush()
-        if runtime is None or not runtime.restore():
+        if not runtime.restore():
             break
         gc.freeze()  # what lives on (reference sessions, caches) is not walked again
         channel.send({"ev": SERVED})

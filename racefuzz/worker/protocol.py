@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+# The event a persistent worker (`persistent.py`) sends once it is clean again after a job.
+SERVED = "served"
+
 
 class Skip(StrEnum):
     """Why a step did not run. None of these is a finding."""
