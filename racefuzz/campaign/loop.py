@@ -160,6 +160,7 @@ class Campaign(FolderWrites):
             self.runner.close()  # an abandoned task's next run is refused, its last one void
             executor.kill_all()  # every worker, those of abandoned tasks too (a hung EP's)
             self._tasks.settle(TASK_SETTLE_S)
+            self.state.lost = self.runner.lost()
             stopped = self.state.interrupted or bool(self.write_error)
             unfinished = (ClusterState.NEW, ClusterState.SHRINKING, ClusterState.INTERRUPTED)
             for rec in self.state.findings.values():
@@ -172,6 +173,7 @@ class Campaign(FolderWrites):
         me = psutil.Process()
         for tick in itertools.count(1):
             self.state.campaign_rss_mb = me.memory_info().rss / 2**20
+            self.state.lost = self.runner.lost()
             if tick % PERSIST_TICKS == 0:
                 self._persist()  # counters too, so a SIGKILL loses seconds, not the run
             await trio.sleep(0.5)
@@ -314,6 +316,7 @@ class Campaign(FolderWrites):
             signatures={finding.signature},
             known=finding.cluster in self.config.known_issues,
         )
+        rec.seen_at(result)
         self.state.findings[finding.cluster] = rec
         self.state.open_duplicate(rec)
         # On disk first: whatever happens next (a baseline crash, Ctrl-C, SIGKILL), this is kept.

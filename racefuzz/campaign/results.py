@@ -41,6 +41,8 @@ def _record_json(rec: FindingRecord, root: Path) -> dict[str, Any]:
         shrunk_to=rec.shrunk_to,
         bundle=str(rec.bundle.relative_to(root)) if rec.bundle else None,
     )
+    if rec.places:
+        d.update(where=rec.where(), nodes=[{"node": n, "device": k} for n, k in rec.places.items()])
     return d
 
 
@@ -53,6 +55,7 @@ def write_all(state: CampaignState, root: Path, header: dict[str, Any], junit: P
         **header,
         "elapsed_s": round(state.elapsed(), 1),
         "schedules": state.schedules,
+        "lost": state.lost,
         "totals": {k: round(v, 1) for k, v in asdict(state.totals()).items()},
         "interrupted": state.interrupted,
         "internal_errors": state.internal_errors,
@@ -127,7 +130,8 @@ def summary_markdown(
         f"{state.jobs} job(s), seed {header.get('seed')}",
         f"- {state.schedules} schedules ({state.rate():.2f}/s), {state.crashes} worker crashes, "
         f"{state.hangs} hangs"
-        + (f", {state.killed} workers killed from outside (not findings)" if state.killed else ""),
+        + (f", {state.killed} workers killed from outside (not findings)" if state.killed else "")
+        + (f", {state.lost} runs lost with fleet nodes (not findings)" if state.lost else ""),
         *_totals_line(state),
         f"- {len(records)} cluster(s): {state.counts()}; "
         f"{sum(r.signature_count for r in records)} distinct signature(s)",
@@ -151,7 +155,7 @@ def summary_markdown(
             lines.append(
                 f"| {f.kind} | {f.op} | {markdown_cell(f.message)} | {origin} | {r.count} "
                 f"| {r.signature_count} | {r.first_seen_s:.1f} s | `{where}` "
-                f"| {markdown_cell(r.state)} |"
+                f"| {markdown_cell(r.state + (f'; seen on {r.where()}' if r.places else ''))} |"
             )
         lines.append("")
     if not records:

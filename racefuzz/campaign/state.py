@@ -27,6 +27,19 @@ from racefuzz.schedule.json_io import dumps
 from racefuzz.schedule.model import Schedule
 
 MAX_SIGNATURES_KEPT = 200  # per cluster: enough to count variants, bounded memory
+MAX_PLACES_KEPT = 1000  # nodes per cluster: a fleet's size, bounded all the same
+
+
+def where_seen(places: dict[str, str]) -> str:
+    """'1 node' or '3 nodes, 2 GPU kinds' (device kinds as the nodes named them); ''."""
+    if not places:
+        return ""
+    nodes = f"{len(places)} node{'s' * (len(places) > 1)}"
+    kinds = set(places.values())
+    if len(kinds) < 2:
+        return f"{nodes}, {next(iter(kinds)) or 'one device kind'}"
+    word = "GPU" if all(k.startswith("gpu") for k in kinds) else "device"
+    return f"{nodes}, {len(kinds)} {word} kinds"
 
 
 @dataclass
@@ -55,6 +68,8 @@ class FindingRecord:
     adopted_from: str | None = None  # the duplicate whose minimal schedule became this one's
     retry: str = ""  # what a shrink again from a reproducer found, when it kept the old one
     notes: list[str] = field(default_factory=list)  # why it is a duplicate, said once each
+    # On a Ray fleet: every node its members failed on, with that node's device kind.
+    places: dict[str, str] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -110,9 +125,19 @@ class FindingRecord:
             return "known"
         return "duplicate" if self.duplicate_of else "new"
 
+    def seen_at(self, result: RunResult) -> None:
+        """Keep where a failing run ran (a fleet's node and device; nothing locally)."""
+        if result.node and len(self.places) < MAX_PLACES_KEPT:
+            self.places.setdefault(result.node, result.device)
+
+    def where(self) -> str:
+        """e.g. '3 nodes, 2 GPU kinds': where a fleet campaign saw it; '' locally."""
+        return where_seen(self.places)
+
     def add_member(self, finding: Finding, result: RunResult) -> bool:
         """Count one more run of this cluster; True when its schedule is the new smallest."""
         self.count += 1
+        self.seen_at(result)
         if len(self.signatures) < MAX_SIGNATURES_KEPT:
             self.signatures.add(finding.signature)
         smaller = len(result.schedule.steps) < len(self.smallest.steps)
@@ -145,6 +170,7 @@ class CampaignState:
     crashes: int = 0
     hangs: int = 0
     killed: int = 0  # workers killed from outside: no finding, only counted
+    lost: int = 0  # runs a fleet node took with it when it died or left: never findings
     findings: dict[str, FindingRecord] = field(default_factory=dict)  # by cluster
     by_strategy: dict[str, dict[str, int]] = field(default_factory=dict)
     busy: int = 0

@@ -200,6 +200,7 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
         adopted_from=e.get("adopted_from"),
         retry=str(e.get("retry") or ""),
         notes=[str(n) for n in e.get("notes") or [] if isinstance(n, str)],
+        places=_places(e.get("nodes")),
     )
     if "status" not in e and rec.duplicate_of is not None:  # an earlier release's entry
         rec.note(f"a duplicate of '{rec.duplicate_of}'")
@@ -221,6 +222,17 @@ def _record(root: Path, e: dict[str, Any], bundles: dict[str, Path]) -> FindingR
     elif listed is None:
         rec.status = ClusterState.NOT_REPRODUCED
     return rec
+
+
+def _places(listed: object) -> dict[str, str]:
+    """The fleet nodes a cluster was seen on, as findings.json lists them."""
+    if not isinstance(listed, list):
+        return {}
+    return {
+        str(p["node"]): str(p.get("device") or "")
+        for p in listed
+        if isinstance(p, dict) and p.get("node")
+    }
 
 
 def _status(e: dict[str, Any]) -> ClusterState:

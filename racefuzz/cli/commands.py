@@ -43,6 +43,8 @@ def _target(args: argparse.Namespace) -> Target:
     check_ort()
     args.target = _target_spec(args)
     target = with_models(load_target(args.target, args.config), getattr(args, "models", None))
+    if getattr(args, "ray", None) is not None:
+        return target  # each Ray node probes the target itself (`fleet.pool`)
     for line in preflight.check(target):
         print(f"racefuzz: warning: {line}", file=sys.stderr, flush=True)
     return target

@@ -135,6 +135,7 @@ KEPT = (
     Kept("zygote", "--zygote", _bool, lambda: True, off="--spawn"),
     Kept("persistent", "--persistent", _bool, lambda: False, off="--no-persistent"),
     Kept("models", "--models", _or_none(_str), lambda: None),  # None: the target's own
+    Kept("ray", "--ray", _or_none(_str), lambda: None),  # None: on this machine
 )
 # Kept too, each in its own way: the target (`commands._target_spec` refuses another one), the
 # corpus (two flags, one choice) and the known issues (the clusters, not only the file).

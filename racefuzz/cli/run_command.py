@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -25,7 +26,7 @@ from racefuzz.campaign.config import CampaignConfig
 from racefuzz.campaign.disk_reserve import Reserve
 from racefuzz.campaign.loop import Campaign
 from racefuzz.campaign.state import FindingRecord
-from racefuzz.cli import preflight_finding, resume_options
+from racefuzz.cli import fleet_start, preflight_finding, resume_options
 from racefuzz.cli.out_folder import check_writable
 from racefuzz.cli.shrink_hook import make_shrink_hook
 from racefuzz.errors import BUG_EXIT, RacefuzzError, report_internal
@@ -39,6 +40,9 @@ from racefuzz.schedule.model import Schedule
 from racefuzz.shrink import result as shrink_result
 from racefuzz.targets import testbed
 from racefuzz.targets.model import Target
+
+if TYPE_CHECKING:
+    from racefuzz.fleet.pool import RayFleet
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "schedules"
 
@@ -130,6 +134,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-persistent", dest="persistent", action="store_false", help="undoes --persistent"
     )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="run schedules on a Ray cluster's nodes (default address: auto); --jobs is then "
+        "slots per node (default: its CPUs, or GPUs for a GPU target); needs racefuzz[ray]",
+    )
 
 
 def _corpus(args: argparse.Namespace, target: Target) -> list[Schedule]:
@@ -176,7 +189,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.jobs < 1 or args.max_steps < 1 or args.shrink_parallel < 1:
         raise RacefuzzError("--jobs, --max-steps and --shrink-parallel must be at least 1")
     cores = os.cpu_count() or 1
-    if args.jobs > 4 * cores:
+    if args.jobs > 4 * cores and args.ray is None:  # a fleet's slots are its nodes' cores
         print(
             f"racefuzz: warning: --jobs {args.jobs} on {cores} cores: workers will starve each "
             "other, and step timeouts may then be hangs of racefuzz's own making",
@@ -223,6 +236,25 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     target = resume_options.finish(args, target)  # says what the command line overrode
     known_issues_found = resume_options.known_clusters(args, target)
     corpus = _corpus(args, target)
+    options = executor.RunOptions(
+        step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
+    )
+    fleet = None if args.ray is None else fleet_start.start(args, target, options)
+    try:
+        return _run(args, target, known_issues_found, corpus, options, fleet)
+    finally:
+        if fleet is not None:
+            fleet.shutdown()  # every actor stopped, and with them their workers
+
+
+def _run(
+    args: argparse.Namespace,
+    target: Target,
+    known_issues_found: frozenset[str],
+    corpus: list[Schedule],
+    options: executor.RunOptions,
+    fleet: RayFleet | None,
+) -> int:
     folder = _campaign_dir(args, target)
     try:
         reserve = Reserve(folder)
@@ -234,9 +266,6 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     if args.resume is not None:
         restored = campaign_store.restore(folder)
         corpus += campaign_store.corpus(folder)
-    options = executor.RunOptions(
-        step_timeout=args.step_timeout, max_rss_mb=args.max_rss_mb, seed=args.seed
-    )
     # Every run of this command.
     runner = Runner(
         target,
@@ -244,10 +273,11 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         zygote=args.zygote,
         persistent=args.persistent,
         unconfirmed_dir=folder / "unconfirmed",
+        fleet=fleet,
     )
     config = CampaignConfig(
         seconds=args.seconds,
-        jobs=args.jobs,
+        jobs=args.jobs if fleet is None else fleet.slots,
         seed=args.seed,
         strategy=args.strategy,
         corpus=tuple(corpus),
@@ -267,6 +297,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     if args.resume is not None:
         campaign.state.earlier = campaign_store.totals(folder)
     campaign.reserve = reserve
+    if fleet is not None:
+        fleet.say = campaign.note  # nodes lost or joined, in the campaign's log from now on
     campaign.shrink_hook = make_shrink_hook(
         runner,
         args.target,
@@ -300,7 +332,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:  # from here on, whatever ends the campaign, the summary is written
         print(f"racefuzz: campaign {folder} ({len(corpus)} corpus schedules)", flush=True)
-        preflight_finding.record(campaign, runner)  # a probe that crashed: a finding
+        if fleet is None:  # a fleet's nodes probed the target themselves
+            preflight_finding.record(campaign, runner)  # a probe that crashed: a finding
         trio.run(main)
     except BaseException as e:
         if not _is_interrupt(e):
@@ -339,6 +372,8 @@ def run_command(args: argparse.Namespace, target: Target) -> int:
         f"clusters: {state.counts()}; summary: {folder / 'summary.md'}",
         flush=True,
     )
+    if state.lost:
+        print(f"racefuzz: {state.lost} run(s) lost with Ray nodes (run again elsewhere)")
     for hint in (
         results.shrink_hint(list(state.findings.values()), folder),
         results.unconfirmed_hint(folder),

@@ -19,6 +19,7 @@ from racefuzz.cli.out_folder import check_writable
 from racefuzz.errors import RacefuzzError
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher
+from racefuzz.execute.fleet_slot import FleetSlot
 from racefuzz.execute.runner import Runner
 from racefuzz.judge.identity import OVERLAP, ClusterKey
 from racefuzz.judge.outcome import Finding, RunResult
@@ -92,7 +93,13 @@ def shrink_to_bundle(
     target = runner.target
     # Replays at once cannot share one slot's zygote: each then starts its own worker. A
     # persistent worker's failures are each confirmed in a fresh one (`Runner.strict`).
-    run = replace(runner, strict=True).through(launcher if parallel == 1 else None)
+    # On a fleet, replays run on nodes of the device kind that failed, parallel ones spread
+    # over that kind's slots.
+    if runner.fleet is not None:
+        launcher = FleetSlot(runner.fleet, failing.device or None)
+    run = replace(runner, strict=True).through(
+        launcher if parallel == 1 or runner.fleet is not None else None
+    )
 
     # A shrink resumed from its best schedule asks for what that schedule was shrunk to show.
     signature = shrink_best.resumed_signature(best_path, schedule) or finding.cluster
@@ -132,8 +139,16 @@ def shrink_to_bundle(
         result.reproduction,
         shrink_stats(schedule, result),
         limits=runner.options,
+        node_env=_node_env(runner, result.last_failure or failing),
     )
     return result, folder
+
+
+def _node_env(runner: Runner, failing: RunResult) -> dict[str, Any] | None:
+    """The env.json facts of the fleet node the failure ran on (None: this machine's)."""
+    if runner.fleet is None or not failing.node:
+        return None
+    return runner.fleet.node_env(failing.node)
 
 
 def _pick(result: RunResult, signature: str | None) -> Finding:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from racefuzz.execute import executor
 from racefuzz.execute.executor import Launcher, RunOptions
+from racefuzz.execute.fleet_slot import Fleet, FleetSlot
 from racefuzz.execute.hang_limit import HangLimit
 from racefuzz.execute.persistent_pool import PersistentLauncher, confirm
 from racefuzz.execute.unconfirmed import write_unconfirmed
@@ -42,6 +43,8 @@ class Runner:
     # Confirm every failure after earlier schedules in a fresh worker, identities shown before
     # or not: a shrink's candidates and its reproduction count must be the schedule's own.
     strict: bool = False
+    # Schedules run on a Ray cluster's nodes (`--ray`), judged there; None: on this machine.
+    fleet: Fleet | None = field(default=None, compare=False)
     _closed: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
     # Shared by every copy (`dataclasses.replace` passes it on): one target, one judgement.
     hang_limit: HangLimit = field(default_factory=HangLimit, compare=False, repr=False)
@@ -52,11 +55,13 @@ class Runner:
         sanitizer's runtime is preloaded into the zygote itself (`ZygoteLauncher`)."""
         return self.zygote and zygote_available()
 
-    def launcher(self) -> ZygoteLauncher | PersistentLauncher | None:
+    def launcher(self) -> ZygoteLauncher | PersistentLauncher | FleetSlot | None:
         """A launcher for one job slot, which its caller closes; None: spawn each worker. With
         `persistent`, and always for a ThreadSanitizer target (whose workers cannot be forked
         with onnxruntime loaded), the slot keeps one worker process serving schedules while
-        they leave it whole (`persistent_pool`)."""
+        they leave it whole (`persistent_pool`). On a fleet: a slot running on its nodes."""
+        if self.fleet is not None:
+            return FleetSlot(self.fleet)
         if not self.forks:
             return None
         if self.persistent or self.target.sanitizer == "thread":
@@ -67,6 +72,12 @@ class Runner:
         """The command is ending (a campaign's deadline, Ctrl-C): a task abandoned in a thread
         (a shrink, a baseline) starts no more workers, and a run its end killed is no result."""
         self._closed.set()
+        if self.fleet is not None:
+            self.fleet.close()
+
+    def lost(self) -> int:
+        """Runs lost with a fleet's nodes so far (0 on one machine)."""
+        return 0 if self.fleet is None else self.fleet.lost
 
     def run(self, schedule: Schedule, launcher: Launcher | None = None) -> RunResult:
         if self._closed.is_set():
@@ -75,7 +86,11 @@ class Runner:
         limit = self.hang_limit.step_timeout(options.step_timeout)
         if limit < options.step_timeout:
             options = replace(options, step_timeout=limit)
-        result = executor.run(self.target, schedule, options, launcher=launcher)
+        if self.fleet is not None:  # confirmed on its node, as a local slot would
+            slot = launcher if isinstance(launcher, FleetSlot) else FleetSlot(self.fleet)
+            result = slot.run(schedule, options)
+        else:
+            result = executor.run(self.target, schedule, options, launcher=launcher)
         if isinstance(launcher, PersistentLauncher):
             result = confirm(
                 result,

@@ -210,6 +210,9 @@ class RunResult:
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
     findings: tuple[Finding, ...] = field(default=())
+    # Where it ran, on a Ray fleet (`racefuzz.fleet`): the node and the device kind; "" locally.
+    node: str = ""
+    device: str = ""
 
     @property
     def failed(self) -> bool:

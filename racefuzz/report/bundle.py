@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
+from typing import Any
 
 from racefuzz.execute.executor import RunOptions
 from racefuzz.judge.outcome import Finding, RunResult
@@ -71,10 +72,12 @@ def write_bundle(
     shrink_stats: Mapping[str, object] | None = None,
     *,
     limits: RunOptions | None = None,
+    node_env: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the bundle for `finding` under `root`; returns its folder. `limits` are the runs'
     options (the seed of their inputs, their timeouts and memory ceiling), which repro.py keeps.
-    """
+    `node_env`: the facts of the fleet node the failure ran on, for env.json (else this
+    machine's)."""
     date = datetime.date.today().isoformat()
 
     def fill(folder: Path) -> None:
@@ -95,7 +98,9 @@ def write_bundle(
             (folder / "racefuzz.toml").write_text(target_toml(target), encoding="utf-8")
             meta["config"] = "racefuzz.toml"
         _write_json(folder / "bundle.json", meta)
-        env = envinfo.collect(target)
+        env = dict(node_env) if node_env is not None else envinfo.collect(target)
+        if failing_run.node:  # a fleet's: the node and device kind it failed on
+            env["ray"] = {"node": failing_run.node, "device": failing_run.device}
         _write_json(folder / "env.json", env)
         logs = folder / "logs"
         logs.mkdir()

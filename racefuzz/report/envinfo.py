@@ -141,7 +141,9 @@ def summary(env: Mapping[str, Any]) -> list[str]:
     os_ = env.get("os") or {}
     py = env.get("python") or {}
     cpu = env.get("cpu") or {}
-    lines = [
+    ray = env.get("ray") or {}
+    lines = [f"Ray node: {ray.get('node')} ({ray.get('device') or '?'})"] if ray else []
+    lines += [
         f"onnxruntime {env.get('onnxruntime') or '?'}, racefuzz {env.get('racefuzz') or '?'}, "
         f"numpy {env.get('numpy') or '?'}",
         f"OS: {os_.get('platform') or '?'} ({os_.get('machine') or '?'})",

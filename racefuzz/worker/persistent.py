@@ -27,21 +27,12 @@ import gc
 import json
 import os
 import sys
-import threading
-import time
 
 from racefuzz.worker import main as worker_main
 from racefuzz.worker import native_trace
+from racefuzz.worker.lifeline import exit_when_orphaned
 from racefuzz.worker.main import Channel
 from racefuzz.worker.protocol import SERVED
-
-
-def _orphan_watch(parent: int) -> None:
-    """Exit once racefuzz is gone, even mid-schedule in a hung EP. (PR_SET_PDEATHSIG follows the
-    parent's thread that started us, which may end long before racefuzz does.)"""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
 
 
 def _point_output_at(path: str) -> None:
@@ -54,7 +45,7 @@ def _point_output_at(path: str) -> None:
 
 
 def serve() -> None:
-    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
+    exit_when_orphaned()  # racefuzz gone, even mid-schedule in a hung EP
     worker_main.no_core_dumps()
     channel = Channel(worker_main.protocol_stream())
     faulthandler.enable(file=sys.stderr, all_threads=True)  # fd 2: whichever job's file is there

@@ -28,7 +28,7 @@ import traceback
 import numpy  # noqa: F401  (imported here so that children inherit it)
 
 from racefuzz.worker import WORKER_BUG_EXIT, native_trace
-from racefuzz.worker.lifeline import die_with_parent
+from racefuzz.worker.lifeline import die_with_parent, exit_when_orphaned
 
 
 def _child(request: dict[str, object], zygote: int) -> None:
@@ -62,6 +62,13 @@ def _report(request: dict[str, object]) -> None:
         f.write(json.dumps({"ev": "internal", "traceback": traceback.format_exc()}) + "\n")
 
 
+def _kill_group(*pids: int) -> None:
+    """Children and what they started (each is its own session's leader, `_child`)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
 def serve() -> None:
     from racefuzz.worker import main  # noqa: F401  (onnxruntime too: children inherit it)
 
@@ -70,6 +77,9 @@ def serve() -> None:
     # writing its headers, copied page by page from the zygote) every imported object: 15 ms
     # of a 25 ms register-only run (measured).
     gc.freeze()
+    running: list[int] = []  # the child being waited for, if any
+    # racefuzz (or the Ray actor of a fleet node) gone: its child goes too, hung or not.
+    exit_when_orphaned(lambda: _kill_group(*running))
     out = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
@@ -83,10 +93,12 @@ def serve() -> None:
                 _report(request)
             finally:
                 os._exit(WORKER_BUG_EXIT)
+        running.append(pid)
         try:
             out.write(json.dumps({"pid": pid}) + "\n")
             out.flush()
             _, status = os.waitpid(pid, 0)
+            running.clear()
             code = os.waitstatus_to_exitcode(status)
             out.write(json.dumps({"pid": pid, "status": code}) + "\n")
             out.flush()
