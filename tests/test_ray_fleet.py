@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,31 @@ def test_where_a_cluster_was_seen_counts_nodes_and_device_kinds() -> None:
     two_gpus = {"a": "gpu: NVIDIA H200", "b": "gpu: NVIDIA H100", "c": "gpu: NVIDIA H200"}
     assert where_seen(two_gpus) == "3 nodes, 2 GPU kinds"
     assert where_seen({"a": "gpu: NVIDIA H200", "b": "cpu: EPYC"}) == "2 nodes, 2 device kinds"
+
+
+def test_a_node_finds_each_library_as_the_target_says(tmp_path: Path) -> None:
+    import nxrt_ep_cpu
+
+    from racefuzz.errors import RacefuzzError
+    from racefuzz.fleet.node_slot import localized
+    from racefuzz.targets.registry import load_target
+
+    config = tmp_path / "racefuzz.toml"
+    config.write_text(
+        '[targets.n]\nmodels = ["tiny"]\n[targets.n.libraries]\nnxrt = { package = "nxrt_ep_cpu" }'
+        '\n[targets.n.profiles.p]\nlibrary = "nxrt"\nep = "cpu_ep"\n'
+    )
+    driver = load_target("n", config)
+    assert localized(driver, "n") is driver  # its paths exist here: as it is
+    # Another node's copy of the package is elsewhere: the package says where.
+    elsewhere = replace(driver.libraries[0], path=tmp_path / "gone" / "ep.so")
+    moved = replace(driver, libraries=(elsewhere,))
+    assert localized(moved, "n").libraries[0].path == Path(nxrt_ep_cpu.get_library_path())
+    # A plain path that is not on this node is the node's problem, said in one line.
+    with pytest.raises(RacefuzzError, match="no EP library"):
+        localized(replace(moved, libraries=(replace(elsewhere, package=None),)), "n")
+    # A built-in target is loaded on the node itself (the testbed: built into its cache).
+    testbed = load_target("testbed:B3")
+    lib = replace(testbed.libraries[0], path=tmp_path / "gone.so")
+    here = localized(replace(testbed, libraries=(lib,)), "testbed:B3")
+    assert here.libraries[0].path.is_file() and here.env == testbed.env

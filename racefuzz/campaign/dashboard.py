@@ -127,7 +127,9 @@ def render(state: CampaignState, title: str, width: int = 120, height: int = 40)
         f"elapsed [bold]{elapsed:.0f}s[/] / {state.seconds:.0f}s   "
         f"schedules [bold]{state.schedules}[/] ({state.rate():.2f}/s)   "
         f"clusters [bold red]{state.counts()}[/]\n"
-        f"jobs {state.busy}/{state.jobs} busy   crashes {state.crashes}, hangs {state.hangs}   "
+        f"jobs {state.busy}/{state.jobs} busy   crashes {state.crashes}, hangs {state.hangs}"
+        + (f", {state.lost} lost with nodes" if state.lost else "")
+        + "   "
         f"worker peak {state.worker_rss_mb:.0f} MB, racefuzz {state.campaign_rss_mb:.0f} MB",
         overflow="ellipsis",
     )
@@ -174,7 +176,8 @@ async def show(state: CampaignState, title: str, live: bool) -> None:
             last_status = state.elapsed()
             print(
                 f"[{last_status:6.1f}s] {state.schedules} schedules ({state.rate():.2f}/s), "
-                f"clusters: {state.counts()}, {state.crashes} crashes, {state.hangs} hangs",
+                f"clusters: {state.counts()}, {state.crashes} crashes, {state.hangs} hangs"
+                + (f", {state.lost} lost with nodes" if state.lost else ""),
                 flush=True,
             )
         await trio.sleep(0.5)

@@ -20,6 +20,7 @@ from racefuzz.judge.outcome import RunResult
 from racefuzz.report import envinfo
 from racefuzz.schedule.model import Schedule
 from racefuzz.targets import preflight
+from racefuzz.targets.gpu import package_library
 from racefuzz.targets.model import Target, is_builtin
 from racefuzz.targets.registry import load_target
 
@@ -28,15 +29,24 @@ NODE_ENV = "RACEFUZZ_RAY_NODE"  # the Ray node id, in every process a node slot 
 
 def localized(target: Target, spec: str) -> Target:
     """The driver's target with this node's libraries: as given where their paths exist here
-    (an installed package, a shared path), else a built-in target loaded on this node (the
-    testbed is built into the node's own cache). The driver's models and env are kept."""
+    (a shared path, a package installed alike), a `{package = ...}` library where this node's
+    copy of the package says, else a built-in target loaded on this node (the testbed is built
+    into the node's own cache). The driver's models and env are kept."""
     if all(lib.path.is_file() for lib in target.libraries):
         return target
-    if not is_builtin(spec):
-        missing = next(lib for lib in target.libraries if not lib.path.is_file())
-        raise RacefuzzError(f"no EP library '{missing.path}' on this node")
-    here = load_target(spec)
-    return replace(here, models=target.models, env=target.env)
+    if is_builtin(spec):
+        here = load_target(spec)
+        return replace(here, models=target.models, env=target.env)
+    libraries = []
+    for lib in target.libraries:
+        if not lib.path.is_file() and lib.package is None:
+            raise RacefuzzError(f"no EP library '{lib.path}' on this node")
+        if not lib.path.is_file():
+            assert lib.package is not None
+            found = package_library(lib.package, lib.package, f"package '{lib.package}'")
+            lib = replace(lib, path=found)
+        libraries.append(lib)
+    return replace(target, libraries=tuple(libraries))
 
 
 def needs_gpu(target: Target) -> bool:

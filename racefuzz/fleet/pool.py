@@ -40,7 +40,7 @@ WATCH_S = 2.0  # how often the watcher looks for nodes that joined or actors tha
 _GONE = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError)
 
 
-@dataclass
+@dataclass(eq=False)  # one actor is itself: lists find it by identity
 class NodeActor:
     handle: Any  # the Ray actor handle
     node_id: str

@@ -195,7 +195,7 @@ class Reader:
         if not path.is_file():
             why = "not a file" if path.exists() else "no such file"
             self.fail(key, f"cannot load EP library '{path}': {why}")
-        return Library(name, path, built_with)
+        return Library(name, path, built_with, package=package)
 
     def profile(self, key: str, name: str, raw: object, libraries: set[str]) -> Profile:
         if not isinstance(raw, dict):

@@ -86,6 +86,9 @@ class Library:
     sanitizer: str | None = None  # "address" | "thread": built with -fsanitize=<this>
     # The real EP library when `path` is racefuzz's forwarding library (`targets.forwarding`).
     forwards_to: Path | None = None
+    # The module whose `get_library_path()` gave `path` (a `{package = ...}` library): where the
+    # path differs, e.g. on another node of a Ray fleet, the package says it again.
+    package: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.sanitizer is not None:
