@@ -41,7 +41,7 @@ def start(args: argparse.Namespace, target: Target, options: RunOptions) -> RayF
         zygote=args.zygote,
         persistent=args.persistent,
         per_node=args.jobs if given else None,  # else each node's CPUs (or GPUs)
-        say=lambda line: print(line, flush=True),
+        say=lambda line: print(f"racefuzz: {line}", flush=True),  # the campaign's log later
     )
     try:
         fleet.start(args.ray)

@@ -118,7 +118,7 @@ class RayFleet:
             node_id = str(node["NodeID"])
             self._nodes[node_id] = ""
             if self._slots_on(node) < 1:
-                self.say(f"racefuzz: Ray node {_label(node)} left out: no free {self._unit()}")
+                self.say(f"Ray node {_label(node)} left out: no free {self._unit()}")
                 continue
             actor = self._new_actor(node_id)
             first.append((node, actor, actor.handle.check.remote(self._ort, True)))
@@ -129,15 +129,14 @@ class RayFleet:
                 seen = {"problem": _first_line(e), "node": _label(node)}
             if seen["problem"]:
                 ray.kill(actor.handle)
-                self.say(f"racefuzz: Ray node {seen['node']} left out: {seen['problem']}")
+                self.say(f"Ray node {seen['node']} left out: {seen['problem']}")
                 continue
             actor.node, actor.device = seen["node"], seen["device"]
             self._nodes[actor.node_id] = actor.node
             self._envs[actor.node] = seen["env"]
-            self._add([actor, *self._more(actor, self._slots_on(node) - 1)])
-            self.say(
-                f"racefuzz: Ray node {actor.node}: {self._slots_on(node)} slot(s), {actor.device}"
-            )
+            slots = [actor, *self._more(actor, self._slots_on(node) - 1)]
+            self._add(slots)
+            self.say(f"Ray node {actor.node}: {len(slots)} slot(s), {actor.device}")
 
     def _more(self, like: NodeActor, n: int) -> list[NodeActor]:
         """`n` more slots on `like`'s node, checked without a second preflight."""
