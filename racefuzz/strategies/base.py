@@ -150,6 +150,39 @@ def enabled_steps(
     each per live peer and allowed mode. With `rng`, each create proposes one model (the
     smallest, usually) instead of all of them, so that profiles and not models set the odds.
     """
+    return [s for s in _proposals(state, thread, space, rng) if state.allows(s, space)]
+
+
+def pick_enabled(state: State, thread: int, space: Space, rng: random.Random) -> Step | None:
+    """`pick(enabled_steps(...))` in distribution, checking candidates against the rules only
+    until one passes (None: none does). Checking every candidate was nearly all the cost of
+    drawing a schedule (about 13 ms of 14, measured), and drawing is what limits one campaign
+    process (`bench/results/ray.md`).
+
+    `pick` draws an op kind by weight among the kinds with an enabled step, then a step of it
+    by mode weight. Here a kind is drawn among those left and dropped if none of its steps
+    passes (rejection: the kinds that have one keep their relative odds), and its steps are
+    drawn by weight without replacement until one passes (the first that passes is drawn
+    with the odds it has among those that pass)."""
+    by_op: dict[Op, list[Step]] = {}
+    for s in _proposals(state, thread, space, rng):
+        by_op.setdefault(s.op, []).append(s)
+    while by_op:
+        kinds = sorted(by_op)
+        op = rng.choices(kinds, weights=[OP_WEIGHTS.get(k, 1.0) for k in kinds])[0]
+        steps = by_op.pop(op)
+        weights = [SPECS[op].mode_weight(s.mode) for s in steps]
+        while steps:
+            i = rng.choices(range(len(steps)), weights=weights)[0]
+            step = steps.pop(i)
+            del weights[i]
+            if state.allows(step, space):
+                return step
+    return None
+
+
+def _proposals(state: State, thread: int, space: Space, rng: random.Random | None) -> list[Step]:
+    """Every next step on `thread` the op table proposes, before the rules are asked."""
     out: list[Step] = []
     for subject, makers in _SOURCES:
         specs = [
@@ -165,7 +198,7 @@ def enabled_steps(
                     for peer in peers
                     for mode in spec.mode_choices
                 )
-    return [s for s in out if state.allows(s, space)]
+    return out
 
 
 def _subjects(

@@ -32,7 +32,7 @@ from dataclasses import replace
 from racefuzz.judge.outcome import RunResult
 from racefuzz.schedule.model import Op, Schedule, Step
 from racefuzz.schedule.op_table import SPECS
-from racefuzz.strategies.base import State, behaviour, enabled_steps, pick, repair
+from racefuzz.strategies.base import State, behaviour, pick_enabled, repair
 from racefuzz.strategies.random_walk import walk
 from racefuzz.strategies.space import Space
 
@@ -140,10 +140,10 @@ def insert(
         if state.allows(s, space):
             state.apply(s)
     state.names |= _names(steps)
-    candidates = enabled_steps(state, t, space, rng)
-    if not candidates:
+    step = pick_enabled(state, t, space, rng)
+    if step is None:
         return None
-    return [*steps[:i], pick(candidates, rng), *steps[i:]], threads
+    return [*steps[:i], step, *steps[i:]], threads
 
 
 def delete(

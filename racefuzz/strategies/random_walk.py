@@ -26,6 +26,7 @@ from racefuzz.strategies.base import (
     enabled_steps,
     finish,
     pick,
+    pick_enabled,
     with_jitter,
 )
 from racefuzz.strategies.held_window import HOLD_RATE, propose_held_window
@@ -93,10 +94,10 @@ def walk(
                 for s in group:
                     state.apply(s)
                 continue
-        candidates = enabled_steps(state, rng.randrange(n), space, rng)
-        if not candidates:
+        step = pick_enabled(state, rng.randrange(n), space, rng)
+        if step is None:
             break  # every thread sees the same state: nothing is enabled anywhere
-        state.apply(with_jitter(pick(candidates, rng), space, rng))
+        state.apply(with_jitter(step, space, rng))
     return finish(state.steps, n, space)
 
 
