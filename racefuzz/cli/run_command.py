@@ -373,7 +373,9 @@ def _run(
         flush=True,
     )
     if state.lost:
-        print(f"racefuzz: {state.lost} run(s) lost with Ray nodes (run again elsewhere)")
+        print(
+            f"racefuzz: {state.lost} run(s) lost with Ray nodes (run again elsewhere)", flush=True
+        )
     for hint in (
         results.shrink_hint(list(state.findings.values()), folder),
         results.unconfirmed_hint(folder),
