@@ -27,6 +27,10 @@ from racefuzz.schedule.json_io import dumps
 from racefuzz.schedule.model import Schedule
 
 MAX_SIGNATURES_KEPT = 200  # per cluster: enough to count variants, bounded memory
+# Log lines kept: the dashboard shows the newest few, and `--no-dashboard` prints every line it
+# finds here each half second. A burst of more than this within half a second would lose lines
+# from a CI log (12 did: a resumed campaign restarting its shrinks lost NEW lines).
+LOG_KEPT = 500
 MAX_PLACES_KEPT = 1000  # nodes per cluster: a fleet's size, bounded all the same
 
 
@@ -180,7 +184,7 @@ class CampaignState:
     interrupted_by: str = ""  # e.g. "Ctrl-C" or "SIGTERM"
     done: bool = False
     internal_errors: list[str] = field(default_factory=list)  # racefuzz's own tracebacks
-    log: deque[str] = field(default_factory=lambda: deque(maxlen=12))
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_KEPT))
     log_total: int = 0  # lines ever logged: lets a plain printer know what it has not shown
     earlier: Totals = field(default_factory=Totals)  # the folder's runs before this one
 
