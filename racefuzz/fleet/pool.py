@@ -134,13 +134,13 @@ class RayFleet:
             actor.node, actor.device = seen["node"], seen["device"]
             self._nodes[actor.node_id] = actor.node
             self._envs[actor.node] = seen["env"]
-            slots = [actor, *self._more(actor, self._slots_on(node) - 1)]
+            slots = [actor, *self._more(actor.node_id, self._slots_on(node) - 1)]
             self._add(slots)
             self.say(f"Ray node {actor.node}: {len(slots)} slot(s), {actor.device}")
 
-    def _more(self, like: NodeActor, n: int) -> list[NodeActor]:
-        """`n` more slots on `like`'s node, checked without a second preflight."""
-        made = [self._new_actor(like.node_id) for _ in range(n)]
+    def _more(self, node_id: str, n: int) -> list[NodeActor]:
+        """`n` more slots on a node already checked, without a second preflight."""
+        made = [self._new_actor(node_id) for _ in range(n)]
         kept = []
         for actor in made:
             try:
@@ -183,9 +183,8 @@ class RayFleet:
                     if label and node_id in alive
                 }
             for node_id, n in short.items():
-                like = NodeActor(None, node_id)
                 if n > 0 and not self._closed.is_set():
-                    self._add(self._more(like, n))
+                    self._add(self._more(node_id, n))
 
     # --- running ------------------------------------------------------------------------
 
